@@ -1,0 +1,9 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tf::cli {
+int cmd_info(const std::vector<std::string>& args);
+int cmd_logits(const std::vector<std::string>& args);
+int cmd_generate(const std::vector<std::string>& args);
+}  // namespace tf::cli

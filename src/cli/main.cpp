@@ -1,0 +1,47 @@
+// triforce: one binary, one subcommand per file (cmd_*.cpp).
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "dist/launch.h"
+
+namespace {
+void usage() {
+  std::fprintf(stderr,
+               "usage: triforce <command> [options]\n"
+               "commands:\n"
+               "  info      print a model's config, parameters, bytes and memory at --context N\n"
+               "  logits    write a prompt's logits to .npy\n"
+               "  generate  generate text (autoregressive)\n"
+               "run 'triforce <command> --help' for its options\n");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  tf::dist::init(&argc, &argv);
+  if (argc < 2) {
+    usage();
+    tf::dist::finalize();
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  int rc = 0;
+  try {
+    if (cmd == "info") rc = tf::cli::cmd_info(args);
+    else if (cmd == "logits") rc = tf::cli::cmd_logits(args);
+    else if (cmd == "generate") rc = tf::cli::cmd_generate(args);
+    else if (cmd == "--help" || cmd == "-h" || cmd == "help") usage();
+    else {
+      usage();
+      tf::dist::abort_all("unknown command '" + cmd + "'", 2);
+    }
+  } catch (const std::exception& e) {
+    tf::dist::abort_all(e.what(), 1);
+  }
+  tf::dist::finalize();
+  return rc;
+}
