@@ -1,0 +1,49 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "gen/sampling.h"
+
+TEST(Sampling, GreedyIsArgmaxLowestIdOnTies) {
+  std::vector<float> l = {0.1f, 3.0f, -1.0f, 3.0f};
+  tf::SamplingParams sp;
+  EXPECT_EQ(tf::sample_token(l.data(), 4, sp, 0), 1);
+  std::vector<float> p(4);
+  tf::sampling_distribution(l.data(), 4, sp, p.data());
+  EXPECT_EQ(p[1], 1.0f);
+  EXPECT_EQ(p[3], 0.0f);
+}
+
+TEST(Sampling, TemperatureSoftmax) {
+  std::vector<float> l = {0.0f, std::log(3.0f)};
+  tf::SamplingParams sp{1.0f, 1.0f, 7};
+  std::vector<float> p(2);
+  tf::sampling_distribution(l.data(), 2, sp, p.data());
+  EXPECT_NEAR(p[0], 0.25, 1e-6);
+  EXPECT_NEAR(p[1], 0.75, 1e-6);
+  sp.temperature = 0.5f;  // logits doubled: 1 : 9
+  tf::sampling_distribution(l.data(), 2, sp, p.data());
+  EXPECT_NEAR(p[1], 0.9, 1e-6);
+}
+
+TEST(Sampling, TopPKeepsSmallestHeadSet) {
+  // probs 0.5, 0.3, 0.15, 0.05: top_p 0.75 keeps {0.5, 0.3} (0.05 + 0.15 <= 0.25 are dropped).
+  std::vector<float> l = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  tf::SamplingParams sp{1.0f, 0.75f, 1};
+  std::vector<float> p(4);
+  tf::sampling_distribution(l.data(), 4, sp, p.data());
+  EXPECT_NEAR(p[0], 0.625, 1e-6);
+  EXPECT_NEAR(p[1], 0.375, 1e-6);
+  EXPECT_EQ(p[2], 0.0f);
+  EXPECT_EQ(p[3], 0.0f);
+}
+
+TEST(Sampling, DrawFrequenciesMatchDistribution) {
+  std::vector<float> p = {0.1f, 0.0f, 0.6f, 0.3f};
+  std::vector<int> count(4);
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) ++count[tf::draw_from(p.data(), 4, 99, i)];
+  EXPECT_EQ(count[1], 0);
+  for (int k : {0, 2, 3}) EXPECT_NEAR(count[k] / double(n), p[k], 0.01) << k;
+}
