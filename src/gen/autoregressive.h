@@ -1,0 +1,24 @@
+// Plain autoregressive generation over the full KV cache: the `ar` baseline and
+// the reference every speculative method must reproduce at T = 0.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "gen/sampling.h"
+#include "kv/full_cache.h"
+#include "model/llama.h"
+
+namespace tf {
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (excluding the prompt)
+  double prefill_ms = 0;
+  double decode_ms = 0;  // all steps after the first token
+  bool stopped_at_eos = false;
+};
+
+GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, const std::vector<int32_t>& prompt,
+                                       int64_t max_new_tokens, const SamplingParams& sp,
+                                       const std::vector<int64_t>& stop_ids);
+
+}  // namespace tf

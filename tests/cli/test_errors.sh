@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Bad input gives a one-line error naming the file or option, and a non-zero exit.
+set -u
+bin=$1; fixtures=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect_error() {  # expect_error <pattern> <cmd...>
+  local pattern=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  local lines; lines=$(grep -c . "$tmp/err")
+  if [[ $rc -eq 0 ]]; then echo "FAIL (exit 0): $*"; fails=$((fails+1)); return; fi
+  if [[ $lines -ne 1 ]]; then echo "FAIL ($lines stderr lines): $*"; cat "$tmp/err"; fails=$((fails+1)); return; fi
+  if ! grep -q -- "$pattern" "$tmp/err"; then echo "FAIL (no '$pattern' in error): $*"; cat "$tmp/err"; fails=$((fails+1)); return; fi
+  echo "ok: $(cat "$tmp/err")"
+}
+model=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf
+
+expect_error "nope.gguf" "$bin" info --model "$tmp/nope.gguf"
+expect_error "unrecognised\|unrecognized" "$bin" info --bogus-flag
+expect_error "--context" "$bin" info --model "$model" --context -5
+expect_error "unknown command" "$bin" frobnicate
+expect_error "tokens" "$bin" logits --model "$model" --tokens 1,x,3 --out "$tmp/l.npy"
+if [[ -f "$model" ]]; then
+  head -c 5000000 "$model" >"$tmp/trunc.gguf"
+  expect_error "trunc.gguf" "$bin" info --model "$tmp/trunc.gguf"
+  head -c 100 "$model" >"$tmp/short.gguf"
+  expect_error "short.gguf" "$bin" info --model "$tmp/short.gguf"
+  printf 'XXXX' | dd of="$tmp/badmagic.gguf" bs=1 count=4 conv=notrunc 2>/dev/null
+  cat "$model" >"$tmp/badmagic.gguf"; printf 'XXXX' | dd of="$tmp/badmagic.gguf" bs=1 count=4 conv=notrunc 2>/dev/null
+  expect_error "badmagic.gguf" "$bin" info --model "$tmp/badmagic.gguf"
+  expect_error "trunc.gguf" "$bin" generate --target "$tmp/trunc.gguf" --prompt hi --max-new-tokens 2
+fi
+mkdir -p "$tmp/hf"; echo '{"hidden_size": 64,' >"$tmp/hf/config.json"
+expect_error "config.json" "$bin" info --model "$tmp/hf"
+[[ $fails -eq 0 ]] && echo "all error cases ok" || { echo "$fails error cases failed"; exit 1; }
