@@ -5,6 +5,9 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "model/checkpoint.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "device_info.cuh"
+#endif
 
 namespace tf::cli {
 
@@ -39,6 +42,11 @@ int cmd_info(const std::vector<std::string>& args) {
   if (context > c.max_position_embeddings)
     std::printf("note: context %lld exceeds max_position_embeddings %lld\n", (long long)context,
                 (long long)c.max_position_embeddings);
+#ifdef TRIFORCE_HAVE_CUDA
+  std::cout << tf::cuda::device_summary();
+#else
+  std::cout << "CUDA: not built\n";
+#endif
   return 0;
 }
 
