@@ -61,4 +61,31 @@ class GgufFile {
   uint64_t data_offset_ = 0;
 };
 
+// ---- additions (io/gguf.cpp, io/gguf_weights.cpp) ----
+struct ModelConfig;
+class WeightSource;
+
+// Block geometry of a ggml type: `block` elements take `bytes` bytes.
+struct GgmlTypeInfo {
+  const char* name;  // "F32", "Q4_1", ...
+  int block;
+  int bytes;
+};
+// nullptr for type ids this reader does not know.
+const GgmlTypeInfo* ggml_type_info(uint32_t ggml_type);
+// Whether ggml_dequantize handles the type (F32, F16, BF16, Q8_0, Q4_0, Q4_1).
+bool ggml_can_dequantize(uint32_t ggml_type);
+// Dequantizes elements [elem_begin, elem_begin + n) of a tensor whose data
+// starts at `data` (any alignment; partial blocks are handled). Throws for
+// types ggml_can_dequantize rejects.
+void ggml_dequantize(uint32_t ggml_type, const uint8_t* data, int64_t elem_begin, int64_t n, float* dst);
+
+// llama.* metadata -> ModelConfig (validated; throws naming the file).
+ModelConfig config_from_gguf(const GgufFile& f);
+// Tensors under HF Llama names in HF [out, in] order, q/k un-permuted,
+// dequantized to f32 on read. lm_head.weight is absent when tied.
+std::unique_ptr<WeightSource> make_gguf_weights(std::shared_ptr<const GgufFile> f, const ModelConfig& cfg);
+// Opens the file and builds its config and weights in one go.
+std::unique_ptr<WeightSource> open_gguf_weights(const std::string& path);
+
 }  // namespace tf

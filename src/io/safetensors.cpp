@@ -1,0 +1,277 @@
+#include "io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/half.h"
+
+namespace tf {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// Bytes per element of each safetensors dtype; 0 for unknown.
+size_t st_dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "BOOL" || d == "U8" || d == "I8" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return 0;
+}
+
+std::string one_line(std::string s) {
+  for (auto& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TF_CHECK(fd >= 0, path << ": cannot open: " << std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    TF_FAIL(path << ": not a regular file");
+  }
+  map_size_ = size_t(st.st_size);
+  if (map_size_ < 8) {
+    ::close(fd);
+    TF_FAIL(path << ": truncated: " << map_size_ << " bytes, not even a header length");
+  }
+  void* m = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  TF_CHECK(m != MAP_FAILED, path << ": mmap failed: " << std::strerror(err));
+  map_ = static_cast<const uint8_t*>(m);
+  try {
+    uint64_t hlen;
+    std::memcpy(&hlen, map_, 8);
+    TF_CHECK(hlen <= map_size_ - 8, path << ": truncated: header length " << hlen << " goes beyond the end of the file ("
+                                         << map_size_ << " bytes)");
+    data_start_ = 8 + hlen;
+    const uint64_t data_size = map_size_ - data_start_;
+    json h;
+    try {
+      h = json::parse(reinterpret_cast<const char*>(map_ + 8), reinterpret_cast<const char*>(map_ + 8 + hlen));
+    } catch (const json::exception& e) {
+      TF_FAIL(path << ": bad JSON header: " << one_line(e.what()));
+    }
+    TF_CHECK(h.is_object(), path << ": bad header: not a JSON object");
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      const std::string& name = it.key();
+      const json& v = it.value();
+      if (name == "__metadata__") {
+        if (v.is_object())
+          for (auto m2 = v.begin(); m2 != v.end(); ++m2)
+            metadata_[m2.key()] = m2.value().is_string() ? m2.value().get<std::string>() : m2.value().dump();
+        continue;
+      }
+      TF_CHECK(v.is_object(), path << ": tensor " << name << ": header entry is not an object");
+      SafetensorsEntry e;
+      e.name = name;
+      auto dt = v.find("dtype");
+      TF_CHECK(dt != v.end() && dt->is_string(), path << ": tensor " << name << ": missing dtype");
+      e.dtype = dt->get<std::string>();
+      const size_t es = st_dtype_size(e.dtype);
+      TF_CHECK(es > 0, path << ": tensor " << name << ": unsupported dtype " << e.dtype);
+      auto sh = v.find("shape");
+      TF_CHECK(sh != v.end() && sh->is_array(), path << ": tensor " << name << ": missing shape");
+      uint64_t numel = 1;
+      for (const auto& d : *sh) {
+        TF_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0,
+                 path << ": tensor " << name << ": bad shape " << one_line(sh->dump()));
+        const uint64_t dv = d.get<uint64_t>();
+        TF_CHECK(dv == 0 || numel <= (uint64_t(1) << 50) / dv, path << ": tensor " << name << ": shape too large");
+        numel *= dv;
+        e.shape.push_back(int64_t(dv));
+      }
+      auto off = v.find("data_offsets");
+      TF_CHECK(off != v.end() && off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
+                   (*off)[1].is_number_unsigned(),
+               path << ": tensor " << name << ": bad data_offsets");
+      e.begin = (*off)[0].get<uint64_t>();
+      e.end = (*off)[1].get<uint64_t>();
+      TF_CHECK(e.begin <= e.end && e.end <= data_size,
+               path << ": tensor " << name << ": data_offsets " << e.begin << ".." << e.end
+                    << " out of range (data section has " << data_size << " bytes)");
+      TF_CHECK(e.end - e.begin == numel * es, path << ": tensor " << name << ": shape " << shape_str(e.shape) << " x "
+                                                   << e.dtype << " is " << numel * es << " bytes but data_offsets span "
+                                                   << e.end - e.begin);
+      index_[name] = entries_.size();
+      entries_.push_back(std::move(e));
+    }
+  } catch (...) {
+    ::munmap(const_cast<uint8_t*>(map_), map_size_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+}
+
+const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+namespace {
+
+class SafetensorsWeights : public WeightSource {
+ public:
+  void add_file(const std::string& path, const std::vector<std::string>* only = nullptr) {
+    files_.push_back(std::make_unique<SafetensorsFile>(path));
+    const SafetensorsFile* f = files_.back().get();
+    for (const auto& e : f->entries()) {
+      auto prev = where_.find(e.name);
+      TF_CHECK(prev == where_.end(), path << ": tensor " << e.name << " is also in " << prev->second.first->path());
+      where_[e.name] = {f, &e};
+      order_.push_back(e.name);
+    }
+  }
+  // For a sharded index: keep only names the weight_map lists, and require all of them.
+  void restrict_to(const std::map<std::string, std::string>& weight_map, const std::string& index_path,
+                   const std::string& folder) {
+    for (const auto& [name, file] : weight_map) {
+      auto it = where_.find(name);
+      TF_CHECK(it != where_.end(), index_path << ": tensor " << name << " is listed in " << file << " but not found there");
+      TF_CHECK(fs::path(it->second.first->path()).filename() == fs::path(file).filename(),
+               index_path << ": tensor " << name << " is listed in " << file << " but found in "
+                          << it->second.first->path());
+    }
+    (void)folder;
+  }
+
+  bool has(const std::string& name) const override { return where_.count(name) > 0; }
+
+  TensorInfo info(const std::string& name) const override {
+    const auto& [f, e] = lookup(name);
+    TensorInfo i;
+    i.name = name;
+    i.file = f->path();
+    i.stored_type = e->dtype;
+    i.shape = e->shape;
+    return i;
+  }
+
+  std::vector<std::string> names() const override { return order_; }
+
+  void read_rows_f32(const std::string& name, int64_t row_begin, int64_t row_end, float* dst) const override {
+    const auto& [f, e] = lookup(name);
+    const int64_t outer = e->shape.empty() ? 1 : e->shape[0];
+    int64_t row_len = 1;
+    for (size_t d = 1; d < e->shape.size(); ++d) row_len *= e->shape[d];
+    TF_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= outer,
+             f->path() << ": tensor " << name << ": rows " << row_begin << ".." << row_end << " out of range [0, "
+                       << outer << ")");
+    const int64_t n = (row_end - row_begin) * row_len;
+    const int64_t first = row_begin * row_len;
+    const uint8_t* p = f->data(*e);
+    if (e->dtype == "F32") {
+      std::memcpy(dst, p + first * 4, size_t(n) * 4);
+    } else if (e->dtype == "F16" || e->dtype == "BF16") {
+      const bool bf = e->dtype == "BF16";
+      const uint8_t* q = p + first * 2;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, q + i * 2, 2);
+        dst[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
+      }
+    } else {
+      TF_FAIL(f->path() << ": tensor " << name << ": dtype " << e->dtype << " unsupported (need F32, F16 or BF16)");
+    }
+  }
+
+ private:
+  using Loc = std::pair<const SafetensorsFile*, const SafetensorsEntry*>;
+  const Loc& lookup(const std::string& name) const {
+    auto it = where_.find(name);
+    TF_CHECK(it != where_.end(), (files_.empty() ? std::string("safetensors") : files_.front()->path())
+                                     << ": no tensor " << name);
+    return it->second;
+  }
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, Loc> where_;
+  std::vector<std::string> order_;
+};
+
+std::unique_ptr<WeightSource> open_index(const std::string& index_path) {
+  std::ifstream in(index_path, std::ios::binary);
+  TF_CHECK(in, index_path << ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::exception& e) {
+    TF_FAIL(index_path << ": bad JSON: " << one_line(e.what()));
+  }
+  TF_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
+           index_path << ": no weight_map object");
+  std::map<std::string, std::string> wm;
+  std::vector<std::string> shard_order;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    TF_CHECK(it.value().is_string(), index_path << ": weight_map entry " << it.key() << " is not a file name");
+    const std::string file = it.value().get<std::string>();
+    TF_CHECK(file.find('/') == std::string::npos && file != ".." && !file.empty(),
+             index_path << ": weight_map entry " << it.key() << " names a file outside the folder: " << file);
+    wm[it.key()] = file;
+    if (std::find(shard_order.begin(), shard_order.end(), file) == shard_order.end()) shard_order.push_back(file);
+  }
+  TF_CHECK(!wm.empty(), index_path << ": empty weight_map");
+  std::sort(shard_order.begin(), shard_order.end());
+  const fs::path dir = fs::path(index_path).parent_path();
+  auto w = std::make_unique<SafetensorsWeights>();
+  for (const auto& file : shard_order) {
+    const fs::path p = dir / file;
+    TF_CHECK(fs::exists(p), index_path << ": shard " << file << " is missing");
+    w->add_file(p.string());
+  }
+  w->restrict_to(wm, index_path, dir.string());
+  return w;
+}
+
+}  // namespace
+
+std::unique_ptr<WeightSource> open_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path dir(path);
+    if (fs::exists(dir / "model.safetensors.index.json")) return open_index((dir / "model.safetensors.index.json").string());
+    if (fs::exists(dir / "model.safetensors")) {
+      auto w = std::make_unique<SafetensorsWeights>();
+      w->add_file((dir / "model.safetensors").string());
+      return w;
+    }
+    std::vector<std::string> files;
+    for (const auto& de : fs::directory_iterator(dir, ec))
+      if (de.is_regular_file() && de.path().extension() == ".safetensors") files.push_back(de.path().string());
+    TF_CHECK(!files.empty(), path << ": no model.safetensors, model.safetensors.index.json or *.safetensors file");
+    std::sort(files.begin(), files.end());
+    auto w = std::make_unique<SafetensorsWeights>();
+    for (const auto& f : files) w->add_file(f);
+    return w;
+  }
+  if (path.size() >= 5 && path.substr(path.size() - 5) == ".json") return open_index(path);
+  auto w = std::make_unique<SafetensorsWeights>();
+  w->add_file(path);
+  return w;
+}
+
+}  // namespace tf

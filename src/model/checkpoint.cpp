@@ -1,0 +1,68 @@
+#include "model/checkpoint.h"
+
+#include <filesystem>
+
+#include "core/check.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+
+namespace tf {
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> llama_expected_tensors(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size, q = c.q_dim(), kv = c.kv_dim();
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+  v.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    v.push_back({p + "input_layernorm.weight", {h}});
+    v.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    v.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    v.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    v.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    v.push_back({p + "post_attention_layernorm.weight", {h}});
+    v.push_back({p + "mlp.gate_proj.weight", {i, h}});
+    v.push_back({p + "mlp.up_proj.weight", {i, h}});
+    v.push_back({p + "mlp.down_proj.weight", {h, i}});
+  }
+  v.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) v.push_back({"lm_head.weight", {c.vocab_size, h}});
+  return v;
+}
+
+void check_llama_weights(const WeightSource& w, const ModelConfig& c, const std::string& source) {
+  for (const auto& [name, shape] : llama_expected_tensors(c)) {
+    TF_CHECK(w.has(name), source << ": missing tensor " << name << " (expected shape " << shape_str(shape) << ")");
+    const TensorInfo i = w.info(name);
+    TF_CHECK(i.shape == shape, i.file << ": tensor " << name << " has shape " << shape_str(i.shape) << ", expected "
+                                      << shape_str(shape));
+  }
+}
+
+Checkpoint open_checkpoint(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  Checkpoint ck;
+  ck.path = path;
+  if (fs::is_directory(path, ec)) {
+    const fs::path cfg = fs::path(path) / "config.json";
+    TF_CHECK(fs::exists(cfg, ec), path << ": not a checkpoint folder (no config.json)");
+    ck.config = config_from_hf_json(cfg.string());
+    TF_CHECK(ck.config.architecture == "llama" || ck.config.architecture == "mistral",
+             cfg.string() << ": unsupported model_type '" << ck.config.architecture << "' (only llama)");
+    ck.weights = open_safetensors(path);
+  } else if (fs::path(path).extension() == ".gguf") {
+    TF_CHECK(fs::exists(path, ec), path << ": no such file");
+    ck.is_gguf = true;
+    ck.gguf = std::make_shared<GgufFile>(path);
+    ck.config = config_from_gguf(*ck.gguf);
+    ck.weights = make_gguf_weights(ck.gguf, ck.config);
+  } else if (!fs::exists(path, ec)) {
+    TF_FAIL(path << ": no such file or folder");
+  } else {
+    TF_FAIL(path << ": not a checkpoint (expected an HF folder with config.json or a .gguf file)");
+  }
+  check_llama_weights(*ck.weights, ck.config, path);
+  return ck;
+}
+
+}  // namespace tf
