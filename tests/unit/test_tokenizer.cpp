@@ -1,0 +1,147 @@
+// Tokenizer tests against ids produced by the reference libraries
+// (scripts/make_tokenizer_fixtures.py; no python at test time).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/check.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using nlohmann::json;
+const std::string kDir = std::string(TF_FIXTURES) + "/tokenizer/";
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  EXPECT_TRUE(f) << p;
+  std::ostringstream os;
+  os << f.rdbuf();
+  return os.str();
+}
+
+json load_json(const std::string& p) { return json::parse(slurp(p)); }
+
+std::string show(const std::vector<int32_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void expect_ids(const tf::Tokenizer& tok, const json& texts, const json& ids, bool roundtrip,
+                const std::string& what) {
+  ASSERT_EQ(texts.size(), ids.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string t = texts[i].get<std::string>();
+    const auto want = ids[i].get<std::vector<int32_t>>();
+    const auto got = tok.encode(t);
+    EXPECT_EQ(got, want) << what << " text #" << i << " " << json(t).dump() << "\n got  "
+                         << show(got) << "\n want " << show(want);
+    if (roundtrip) {
+      EXPECT_EQ(tok.decode(tok.encode(t, false), false), t) << what << " round trip #" << i;
+    }
+  }
+}
+
+TEST(Tokenizer, SmolLM2TokenizerJson) {
+  auto tok = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
+  EXPECT_EQ(tok->kind(), "bpe");
+  EXPECT_EQ(tok->vocab_size(), 49152);
+  json fx = load_json(kDir + "smollm2_ids.json");
+  expect_ids(*tok, fx["texts"], fx["ids"], true, "smollm2 json");
+}
+
+TEST(Tokenizer, PreTokenizerVariants) {
+  json base = load_json(kDir + "smollm2_tokenizer.json");
+  json fx = load_json(kDir + "bpe_variants.json");
+  for (auto it = fx["variants"].begin(); it != fx["variants"].end(); ++it) {
+    json j = base;
+    j["pre_tokenizer"] = it.value()["pre_tokenizer"];
+    j["post_processor"] = it.value()["post_processor"];
+    auto tok = tf::load_bpe_from_json_text(j.dump(), it.key());
+    // add_prefix_space inserts a space, so that variant cannot round-trip.
+    expect_ids(*tok, fx["texts"], it.value()["ids"], it.key() != "gpt2_prefix_space", it.key());
+  }
+}
+
+TEST(Tokenizer, SmolLM2FromGguf) {
+  const char* home = std::getenv("HOME");
+  std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_default_model.sh)";
+  auto tok = tf::load_tokenizer(path);
+  EXPECT_EQ(tok->kind(), "bpe");
+  EXPECT_EQ(tok->vocab_size(), 49152);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  json fx = load_json(kDir + "smollm2_ids.json");
+  expect_ids(*tok, fx["texts"], fx["ids"], true, "smollm2 gguf");
+  EXPECT_EQ(tok->decode({1, 9906, 2}, true), tok->decode({9906}));
+}
+
+TEST(Tokenizer, SentencePieceFolder) {
+  auto tok = tf::load_tokenizer(kDir + "spm_tiny");
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  EXPECT_EQ(tok->vocab_size(), 500);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  json fx = load_json(kDir + "spm_tiny_ids.json");
+  expect_ids(*tok, fx["texts"], fx["ids"], true, "spm");
+  EXPECT_EQ(tok->encode("", true), std::vector<int32_t>{1});
+  EXPECT_TRUE(tok->encode("", false).empty());
+  EXPECT_EQ(tok->decode({1, 2}, false), "<s></s>");
+  EXPECT_EQ(tok->decode({1, 2}, true), "");
+}
+
+TEST(Tokenizer, ArbitraryBytesRoundTrip) {
+  auto tok = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
+  // Invalid UTF-8 goes through byte-level BPE unharmed (each stray byte is
+  // its own symbol of the byte alphabet).
+  const std::vector<std::string> cases = {"bad \xc3 utf8 \xe2\x82", "\xed\xa0\x80 surrogate",
+                                          std::string("nul\0byte", 8), "\xf0\x9f\xa4 cut emoji",
+                                          "\x80\x80\x80 \xbf"};
+  for (const auto& s : cases) {
+    auto ids = tok->encode(s);
+    EXPECT_FALSE(ids.empty());
+    EXPECT_EQ(tok->decode(ids), s);
+  }
+  // SmolLM2's vocab has no token for bytes that never occur in UTF-8 text
+  // (0xC0, 0xC1, 0xF5..0xFF, some C0 controls); like HF (unk_token null)
+  // they are dropped, never a crash.
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  EXPECT_NO_THROW(tok->decode(tok->encode(all)));
+  auto spm = tf::load_tokenizer(kDir + "spm_tiny");
+  EXPECT_EQ(spm->decode(spm->encode("caf\xc3\xa9 \xe4\xb8\xad")), "caf\xc3\xa9 \xe4\xb8\xad");
+}
+
+TEST(Tokenizer, SplitRules) {
+  auto split = [](const std::string& s, tf::SplitRegex re) {
+    std::vector<std::string> out;
+    for (auto v : tf::regex_split(s, re)) out.emplace_back(v);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("Hello  world 1234567!!", tf::SplitRegex::kGpt2),
+            (V{"Hello", " ", " world", " 1234567", "!!"}));
+  EXPECT_EQ(split("I'M 1234567", tf::SplitRegex::kLlama3), (V{"I", "'M", " ", "123", "456", "7"}));
+  EXPECT_EQ(split("I'M 123", tf::SplitRegex::kGpt2), (V{"I", "'", "M", " 123"}));
+  EXPECT_EQ(split("a\n\n b", tf::SplitRegex::kLlama3), (V{"a", "\n\n", " b"}));
+  EXPECT_EQ(split("12", tf::SplitRegex::kQwen2), (V{"1", "2"}));
+  EXPECT_TRUE(split("", tf::SplitRegex::kGpt2).empty());
+}
+
+TEST(Tokenizer, Errors) {
+  EXPECT_THROW(tf::load_tokenizer(kDir + "does_not_exist"), tf::Error);
+  EXPECT_THROW(tf::load_bpe_from_json_text("{not json", "bad.json"), tf::Error);
+  EXPECT_THROW(tf::load_bpe_from_json_text(R"({"model":{"type":"Unigram","vocab":[]}})", "u.json"),
+               tf::Error);
+  EXPECT_THROW(tf::pre_steps_for_gguf("no-such-pre"), tf::Error);
+}
+
+}  // namespace
