@@ -35,10 +35,7 @@ int main(int argc, char** argv) {
     else if (cmd == "logits") rc = tf::cli::cmd_logits(args);
     else if (cmd == "generate") rc = tf::cli::cmd_generate(args);
     else if (cmd == "--help" || cmd == "-h" || cmd == "help") usage();
-    else {
-      usage();
-      tf::dist::abort_all("unknown command '" + cmd + "'", 2);
-    }
+    else tf::dist::abort_all("unknown command '" + cmd + "' (expected info, logits or generate)", 2);
   } catch (const std::exception& e) {
     tf::dist::abort_all(e.what(), 1);
   }

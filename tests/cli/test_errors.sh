@@ -30,6 +30,16 @@ if [[ -f "$model" ]]; then
   expect_error "badmagic.gguf" "$bin" info --model "$tmp/badmagic.gguf"
   expect_error "trunc.gguf" "$bin" generate --target "$tmp/trunc.gguf" --prompt hi --max-new-tokens 2
 fi
+# A truncated safetensors checkpoint names the file.
+if [[ -d "$fixtures/hf/mha_f32" ]]; then
+  cp -r "$fixtures/hf/mha_f32" "$tmp/ck"
+  st="$tmp/ck/model.safetensors"; sz=$(stat -c %s "$st"); head -c $((sz / 2)) "$st" >"$st.x"; mv "$st.x" "$st"
+  expect_error "model.safetensors" "$bin" logits --model "$tmp/ck" --tokens 1,2,3 --out "$tmp/l.npy"
+  [[ -e "$tmp/l.npy" ]] && { echo "FAIL: a failed logits run left $tmp/l.npy"; fails=$((fails+1)); }
+  cp -r "$fixtures/hf/mha_f32" "$tmp/ck2"; rm "$tmp/ck2/model.safetensors"
+  expect_error "safetensors" "$bin" logits --model "$tmp/ck2" --tokens 1,2,3 --out "$tmp/l.npy"
+  expect_error "vocabulary" "$bin" logits --model "$fixtures/hf/mha_f32" --tokens 1,2,99999 --out "$tmp/l.npy"
+fi
 mkdir -p "$tmp/hf"; echo '{"hidden_size": 64,' >"$tmp/hf/config.json"
 expect_error "config.json" "$bin" info --model "$tmp/hf"
 [[ $fails -eq 0 ]] && echo "all error cases ok" || { echo "$fails error cases failed"; exit 1; }
