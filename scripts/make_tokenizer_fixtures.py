@@ -106,6 +106,26 @@ TEXTS = [
     "1 12 123 1234 12345",
 ]
 
+# Random strings over the characters where the split rules differ
+# (whitespace kinds, \r\n, digits of several scripts, contractions in both
+# cases incl. U+017F which (?i) folds to 's', punctuation, letters, emoji).
+FUZZ_ALPHABET = [" ", "  ", "   ", "\n", "\r\n", "\r", "\t", "\x0b", "\x0c", "\u0085", "\u00a0",
+                 "\u2003", "\u3000", "\u200b", "a", "B", "word", "Caps", "\u00e9", "\u4e2d",
+                 "\u0416", "'", "'s", "'S", "'t", "'re", "'RE", "'ve", "'m", "'ll", "'LL", "'d",
+                 "'\u017f", "s", "1", "23", "4567", "\u0663", "\u00bd", "\u2167", "!", ".", "?!",
+                 "...", "-", "_", "(", "\"", "\U0001F916", "\u0301", "<|im_start|>", "<|im_end|>"]
+
+
+def fuzz_texts(n=300, seed=1234):
+    import random
+
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FUZZ_ALPHABET) for _ in range(rng.randint(1, 14)))
+            for _ in range(n)]
+
+
+TEXTS = TEXTS + fuzz_texts()
+
 # ---------------------------------------------------------------- BPE
 
 
