@@ -1,0 +1,53 @@
+// LlamaModel: the fp32 CPU reference forward every later kernel and engine is
+// checked against. Flat forward over preallocated scratch (sized by the chunk
+// length); long calls are run in chunks of at most max_chunk tokens so memory
+// stays bounded. Matches HF LlamaForCausalLM (eager attention, fp32).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kv/full_cache.h"
+#include "model/config.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace tf {
+
+class LlamaModel {
+ public:
+  LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk = 512);
+
+  const ModelConfig& config() const { return cfg_; }
+  const LlamaWeights& weights() const { return w_; }
+  int64_t max_chunk() const { return max_chunk_; }
+
+  // A cache shaped for this model.
+  FullKVCache make_cache(int64_t capacity) const;
+
+  // Forward n new tokens at explicit positions, appending their K/V at slots
+  // cache.length() .. cache.length()+n-1. Attention is causal by position (a
+  // token at position p sees cached tokens with position <= p). Returns f32
+  // logits [n_out, vocab] for the last n_out tokens (n_out = -1: all n).
+  // On error the cache is rolled back to its length at entry.
+  Tensor forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                 FullKVCache& cache, int64_t n_out = -1);
+  // Positions cache.length() + i.
+  Tensor forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out = -1);
+
+ private:
+  void run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
+                 const RopeTable& rope, int64_t out_from, float* logits_out);
+
+  ModelConfig cfg_;
+  LlamaWeights w_;
+  int64_t max_chunk_;
+  Rope rope_;
+  // scratch, [max_chunk, ...]
+  Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, cos_, sin_, inv_freq_;
+};
+
+// Greedy continuation: the n_new tokens argmax-decoded after `prompt`.
+std::vector<int32_t> greedy_generate(LlamaModel& model, const std::vector<int32_t>& prompt, int64_t n_new);
+
+}  // namespace tf

@@ -1,0 +1,47 @@
+// LlamaWeights: f32 host tensors of a Llama-family model, loaded by HF tensor
+// name from a WeightSource. With a ShardSpec{rank, size} only this rank's
+// tensor-parallel slice is read: q/k/v/gate/up are column-parallel (their
+// output rows are sliced; q/k/v by KV-head groups, so rank r owns kv heads
+// [r*kvh/size, (r+1)*kvh/size) and the query heads that read them), o/down are
+// row-parallel (their input columns are sliced the same way). Norms,
+// embedding and lm_head are replicated.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/weight_source.h"
+#include "model/config.h"
+
+namespace tf {
+
+struct ShardSpec {
+  int64_t rank = 0;
+  int64_t size = 1;
+};
+
+struct LayerWeights {
+  Tensor attn_norm;            // [hidden]
+  Tensor wq, wk, wv;           // [heads_local*hd, hidden], [kv_local*hd, hidden] x2
+  Tensor wo;                   // [hidden, heads_local*hd]
+  Tensor mlp_norm;             // [hidden]
+  Tensor w_gate, w_up;         // [inter_local, hidden]
+  Tensor w_down;               // [hidden, inter_local]
+};
+
+struct LlamaWeights {
+  ShardSpec shard;
+  int64_t local_heads = 0, local_kv_heads = 0, local_intermediate = 0;
+  Tensor embed;       // [vocab, hidden]
+  Tensor final_norm;  // [hidden]
+  Tensor lm_head;     // [vocab, hidden]; shares storage with embed when tied
+  std::vector<LayerWeights> layers;
+
+  // Reads and validates every tensor (one-line error naming the tensor).
+  static LlamaWeights load(const WeightSource& src, const ModelConfig& cfg, ShardSpec shard = {});
+  // Deterministic random weights for tests (normal(0, scale), norms around 1).
+  static LlamaWeights random(const ModelConfig& cfg, uint64_t seed, float scale = 0.02f);
+};
+
+}  // namespace tf

@@ -1,0 +1,96 @@
+// Every forward-pass op, declared once on tf::Tensor. Each op checks shapes
+// and dtypes (one-line tf::Error on mismatch) and dispatches on the device of
+// its tensors: CPU bodies live in ops/cpu/*.cpp; Device::CUDA throws
+// "not built with CUDA" until the CUDA bodies land behind TRIFORCE_HAVE_CUDA.
+//
+// Conventions: activations are row-major f32, one row per token; linear
+// weights are HF-shaped [out, in]; q/k are [n, heads, head_dim] (contiguous).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tf::ops {
+
+// A borrowed view of rows [begin, end) of a tensor (outermost dimension).
+Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end);
+
+// ---- embedding: out[i, :] = table[tokens[i], :] ----
+// table f32 [vocab, d]; tokens i32 [n]; out f32 [n, d].
+void embedding(const Tensor& table, const Tensor& tokens, Tensor& out);
+
+// ---- RMSNorm (HF LlamaRMSNorm): out = w * x / sqrt(mean(x^2) + eps) ----
+struct RmsNormParams {
+  float eps = 1e-6f;
+};
+// x f32 [n, d]; weight f32 [d]; out f32 [n, d] (may alias x).
+void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
+// Fused: residual += x; out = rmsnorm(residual). residual, x, out all [n, d].
+void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out,
+                 const RmsNormParams& p);
+// residual += x (elementwise, same shapes).
+void add_inplace(Tensor& residual, const Tensor& x);
+
+// ---- linear: y[n, out] = x[n, in] . W[out, in]^T (BLAS sgemm on CPU) ----
+void linear(const Tensor& x, const Tensor& weight, Tensor& y);
+
+// ---- rotary embedding ----
+// cos/sin tables for the given positions, as HF LlamaRotaryEmbedding does in
+// fp32: angle = f32(inv_freq[i] * f32(pos)), cos = f32(cos(angle)) * scaling.
+// inv_freq f32 [half]; positions i32 [n]; cos, sin f32 [n, half].
+struct RopeParams {
+  float attention_scaling = 1.0f;
+};
+void rope_cos_sin(const Tensor& inv_freq, const Tensor& positions, Tensor& cos, Tensor& sin,
+                  const RopeParams& p);
+// In place on x [n, heads, head_dim] with head_dim == 2*half, HF rotate_half
+// convention (pairs are (i, i+half)): x1' = x1*c - x2*s, x2' = x2*c + x1*s.
+void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// ---- SwiGLU: out = silu(gate) * up; all [n, inter]; out may alias gate ----
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+
+// ---- attention over a KV view ----
+// What a cache hands attention for one layer: K and V for kv head h, slot j
+// live at k + h*head_stride + j*token_stride (same for v). positions[j] is
+// the position of slot j; nullptr means position == slot index.
+struct KVView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t length = 0;        // valid slots [0, length)
+  int64_t head_stride = 0;   // elements between kv heads (capacity * head_dim)
+  int64_t token_stride = 0;  // elements between slots (head_dim)
+  const int32_t* positions = nullptr;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  Device device = Device::CPU;
+};
+struct AttentionParams {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;        // 0: 1/sqrt(head_dim)
+  int64_t row_block = 64;    // query rows per score block (bounds scratch to row_block * length)
+};
+// q f32 [n, heads, hd]; q_positions i32 [n]; out f32 [n, heads, hd].
+// Causal by position: the query at position p sees slots whose position <= p.
+// GQA: query head h reads kv head h / (heads / kv_heads). Softmax in fp32,
+// max-subtracted. A query that sees no key gets a zero output row.
+void attention(const Tensor& q, const Tensor& q_positions, const KVView& kv, Tensor& out,
+               const AttentionParams& p);
+
+// ---- sampling helpers ----
+// probs = softmax(logits / temperature) after HF TopPLogitsWarper filtering
+// (sort ascending, cumulative softmax, drop tokens whose cumulative
+// probability <= 1 - top_p, always keep the most likely min_tokens_to_keep).
+// top_p >= 1 disables filtering. logits, probs f32 [n, vocab].
+struct SoftmaxParams {
+  float temperature = 1.0f;  // must be > 0
+  float top_p = 1.0f;
+  int64_t min_tokens_to_keep = 1;
+};
+void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
+// Index of the largest value of each row (first one on ties). x f32 [n, vocab]; out i32 [n].
+void argmax(const Tensor& x, Tensor& out);
+
+}  // namespace tf::ops

@@ -1,0 +1,276 @@
+// CPU ops vs naive double-precision loops over awkward shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/ops.h"
+
+using namespace tf;
+
+namespace {
+
+Tensor randn(std::vector<int64_t> shape, std::mt19937& rng, float s = 1.0f) {
+  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
+  std::normal_distribution<float> nd(0.0f, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = nd(rng);
+  return t;
+}
+
+Tensor i32(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::cpu(DType::I32, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+  return t;
+}
+
+void expect_close(const Tensor& a, const std::vector<double>& ref, double tol, const char* what) {
+  ASSERT_EQ(a.numel(), int64_t(ref.size())) << what;
+  double maxerr = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float x = a.ptr<float>()[i];
+    ASSERT_FALSE(std::isnan(x)) << what << " NaN at " << i;
+    maxerr = std::max(maxerr, std::abs(double(x) - ref[size_t(i)]) / (1.0 + std::abs(ref[size_t(i)])));
+  }
+  EXPECT_LT(maxerr, tol) << what;
+}
+
+}  // namespace
+
+TEST(OpsCpu, Linear) {
+  std::mt19937 rng(1);
+  for (int64_t n : {1, 3, 127, 129})
+    for (auto [in, out] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {17, 5}, {64, 129}, {130, 33}}) {
+      Tensor x = randn({n, in}, rng), w = randn({out, in}, rng), y = Tensor::cpu(DType::F32, {n, out});
+      ops::linear(x, w, y);
+      std::vector<double> ref(static_cast<size_t>(n * out));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double s = 0;
+          for (int64_t k = 0; k < in; ++k) s += double(x.ptr<float>()[i * in + k]) * w.ptr<float>()[o * in + k];
+          ref[size_t(i * out + o)] = s;
+        }
+      expect_close(y, ref, 1e-5, "linear");
+    }
+}
+
+TEST(OpsCpu, LinearShapeError) {
+  std::mt19937 rng(1);
+  Tensor x = randn({3, 4}, rng), w = randn({5, 6}, rng), y = Tensor::cpu(DType::F32, {3, 5});
+  EXPECT_THROW(ops::linear(x, w, y), tf::Error);
+  Tensor w2 = randn({5, 4}, rng), c = x;
+  c.device = Device::CUDA;
+  try {
+    ops::linear(c, w2, y);
+    FAIL();
+  } catch (const tf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OpsCpu, RmsNormAndFused) {
+  std::mt19937 rng(2);
+  for (int64_t n : {1, 3, 127, 129})
+    for (int64_t d : {1, 7, 64, 129}) {
+      Tensor x = randn({n, d}, rng, 3.0f), w = randn({d}, rng), y = Tensor::cpu(DType::F32, {n, d});
+      ops::rmsnorm(x, w, y, {1e-5f});
+      std::vector<double> ref(static_cast<size_t>(n * d));
+      for (int64_t i = 0; i < n; ++i) {
+        double ss = 0;
+        for (int64_t j = 0; j < d; ++j) ss += double(x.ptr<float>()[i * d + j]) * x.ptr<float>()[i * d + j];
+        const double r = 1.0 / std::sqrt(ss / d + 1e-5);
+        for (int64_t j = 0; j < d; ++j) ref[size_t(i * d + j)] = w.ptr<float>()[j] * x.ptr<float>()[i * d + j] * r;
+      }
+      expect_close(y, ref, 1e-5, "rmsnorm");
+      // fused: residual += a; out = norm(residual)
+      Tensor res = randn({n, d}, rng), a = randn({n, d}, rng), o = Tensor::cpu(DType::F32, {n, d});
+      std::vector<double> sum(static_cast<size_t>(n * d));
+      for (int64_t i = 0; i < n * d; ++i) sum[size_t(i)] = double(res.ptr<float>()[i]) + a.ptr<float>()[i];
+      ops::add_rmsnorm(res, a, w, o, {1e-6f});
+      expect_close(res, sum, 1e-6, "add_rmsnorm residual");
+      for (int64_t i = 0; i < n; ++i) {
+        double ss = 0;
+        for (int64_t j = 0; j < d; ++j) ss += sum[size_t(i * d + j)] * sum[size_t(i * d + j)];
+        const double r = 1.0 / std::sqrt(ss / d + 1e-6);
+        for (int64_t j = 0; j < d; ++j) ref[size_t(i * d + j)] = w.ptr<float>()[j] * sum[size_t(i * d + j)] * r;
+      }
+      expect_close(o, ref, 1e-5, "add_rmsnorm out");
+    }
+}
+
+TEST(OpsCpu, EmbeddingSiluArgmax) {
+  std::mt19937 rng(3);
+  Tensor table = randn({11, 5}, rng), out = Tensor::cpu(DType::F32, {3, 5});
+  ops::embedding(table, i32({10, 0, 4}), out);
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(out.ptr<float>()[j], table.ptr<float>()[50 + j]);
+    EXPECT_EQ(out.ptr<float>()[10 + j], table.ptr<float>()[20 + j]);
+  }
+  EXPECT_THROW(ops::embedding(table, i32({1, 11, 2}), out), tf::Error);
+
+  Tensor g = randn({129, 7}, rng, 4.0f), u = randn({129, 7}, rng), o = Tensor::cpu(DType::F32, {129, 7});
+  ops::silu_mul(g, u, o);
+  std::vector<double> ref(129 * 7);
+  for (int i = 0; i < 129 * 7; ++i) {
+    const double a = g.ptr<float>()[i];
+    ref[size_t(i)] = a / (1.0 + std::exp(-a)) * u.ptr<float>()[i];
+  }
+  expect_close(o, ref, 1e-6, "silu_mul");
+
+  Tensor x = randn({127, 33}, rng), am = Tensor::cpu(DType::I32, {127});
+  x.ptr<float>()[5 * 33 + 32] = 100.0f;
+  ops::argmax(x, am);
+  for (int i = 0; i < 127; ++i) {
+    int best = 0;
+    for (int j = 1; j < 33; ++j)
+      if (x.ptr<float>()[i * 33 + j] > x.ptr<float>()[i * 33 + best]) best = j;
+    EXPECT_EQ(am.ptr<int32_t>()[i], best);
+  }
+  EXPECT_EQ(am.ptr<int32_t>()[5], 32);
+}
+
+TEST(OpsCpu, Rope) {
+  std::mt19937 rng(4);
+  const int64_t n = 129, H = 3, D = 10, half = 5;
+  Tensor inv = Tensor::cpu(DType::F32, {half});
+  for (int j = 0; j < half; ++j) inv.ptr<float>()[j] = float(1.0 / std::pow(10000.0, 2.0 * j / D));
+  std::vector<int32_t> pv(n);
+  for (int i = 0; i < n; ++i) pv[size_t(i)] = 3 * i + 1;
+  Tensor pos = i32(pv), c = Tensor::cpu(DType::F32, {n, half}), s = Tensor::cpu(DType::F32, {n, half});
+  ops::rope_cos_sin(inv, pos, c, s, {0.5f});
+  Tensor x = randn({n, H, D}, rng);
+  std::vector<double> ref(static_cast<size_t>(n * H * D));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < half; ++j) {
+        const double a = double(inv.ptr<float>()[j]) * pv[size_t(i)];
+        const double cc = std::cos(a) * 0.5, ss = std::sin(a) * 0.5;
+        const double x1 = x.ptr<float>()[(i * H + h) * D + j], x2 = x.ptr<float>()[(i * H + h) * D + j + half];
+        ref[size_t((i * H + h) * D + j)] = x1 * cc - x2 * ss;
+        ref[size_t((i * H + h) * D + j + half)] = x2 * cc + x1 * ss;
+      }
+  ops::rope_apply(x, c, s);
+  expect_close(x, ref, 1e-4, "rope_apply");
+}
+
+namespace {
+
+// Naive causal-by-position attention in double.
+std::vector<double> naive_attention(const Tensor& q, const std::vector<int32_t>& qpos, const std::vector<float>& K,
+                                    const std::vector<float>& V, const std::vector<int32_t>& kpos, int64_t H,
+                                    int64_t KH, int64_t D, int64_t cap) {
+  const int64_t n = q.shape[0], L = int64_t(kpos.size()), G = H / KH;
+  std::vector<double> out(size_t(n * H * D), 0.0);
+  std::vector<double> s(static_cast<size_t>(L));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / G;
+      double m = -1e300;
+      bool any = false;
+      for (int64_t j = 0; j < L; ++j) {
+        if (kpos[size_t(j)] > qpos[size_t(i)]) continue;
+        double d = 0;
+        for (int64_t t = 0; t < D; ++t) d += double(q.ptr<float>()[(i * H + h) * D + t]) * K[size_t((g * cap + j) * D + t)];
+        s[size_t(j)] = d / std::sqrt(double(D));
+        m = std::max(m, s[size_t(j)]);
+        any = true;
+      }
+      if (!any) continue;
+      double z = 0;
+      for (int64_t j = 0; j < L; ++j)
+        if (kpos[size_t(j)] <= qpos[size_t(i)]) z += std::exp(s[size_t(j)] - m);
+      for (int64_t j = 0; j < L; ++j) {
+        if (kpos[size_t(j)] > qpos[size_t(i)]) continue;
+        const double p = std::exp(s[size_t(j)] - m) / z;
+        for (int64_t t = 0; t < D; ++t) out[size_t((i * H + h) * D + t)] += p * V[size_t((g * cap + j) * D + t)];
+      }
+    }
+  return out;
+}
+
+void run_attention_case(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t n, bool identity, uint32_t seed,
+                        int64_t row_block = 64) {
+  std::mt19937 rng(seed);
+  const int64_t cap = past + n + 3, L = past + n;
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> K(static_cast<size_t>(KH * cap * D)), V(static_cast<size_t>(KH * cap * D));
+  for (auto& x : K) x = nd(rng) * 2.0f;
+  for (auto& x : V) x = nd(rng);
+  std::vector<int32_t> kpos(static_cast<size_t>(L)), qpos(static_cast<size_t>(n));
+  for (int64_t j = 0; j < L; ++j) kpos[size_t(j)] = identity ? int32_t(j) : int32_t(L - 1 - j + (j % 3));
+  for (int64_t i = 0; i < n; ++i) qpos[size_t(i)] = kpos[size_t(past + i)];
+  Tensor q = randn({n, H, D}, rng), out = Tensor::cpu(DType::F32, {n, H, D});
+  ops::KVView kv;
+  kv.k = K.data();
+  kv.v = V.data();
+  kv.length = L;
+  kv.head_stride = cap * D;
+  kv.token_stride = D;
+  kv.positions = identity ? nullptr : kpos.data();
+  kv.num_kv_heads = KH;
+  kv.head_dim = D;
+  ops::AttentionParams p;
+  p.num_heads = H;
+  p.num_kv_heads = KH;
+  p.head_dim = D;
+  p.row_block = row_block;
+  ops::attention(q, i32(qpos), kv, out, p);
+  auto ref = naive_attention(q, qpos, K, V, kpos, H, KH, D, cap);
+  SCOPED_TRACE(testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
+                                  << " identity=" << identity);
+  expect_close(out, ref, 2e-5, "attention");
+}
+
+}  // namespace
+
+TEST(OpsCpu, AttentionMhaGqaMqa) {
+  uint32_t seed = 10;
+  for (auto [H, KH] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {4, 2}, {6, 1}})
+    for (int64_t n : {1, 3, 127, 129})
+      for (int64_t past : {0, 5})
+        for (bool id : {true, false}) run_attention_case(H, KH, 16, past, n, id, seed++);
+}
+
+TEST(OpsCpu, AttentionRowBlocks) {
+  run_attention_case(4, 2, 8, 0, 129, true, 99, 1);
+  run_attention_case(4, 2, 8, 2, 129, true, 98, 7);
+  run_attention_case(4, 2, 8, 2, 129, false, 97, 200);
+}
+
+TEST(OpsCpu, AttentionLong) { run_attention_case(2, 1, 8, 0, 4097, true, 123); }
+
+TEST(OpsCpu, AttentionSeesNothingGivesZeros) {
+  std::vector<float> K(8, 1.0f), V(8, 1.0f);
+  std::vector<int32_t> kpos = {5, 6};
+  ops::KVView kv{K.data(), V.data(), 2, 8, 4, kpos.data(), 1, 4, Device::CPU};
+  Tensor q = Tensor::cpu(DType::F32, {1, 1, 4}), out = Tensor::cpu(DType::F32, {1, 1, 4});
+  out.ptr<float>()[0] = 7;
+  ops::AttentionParams p;
+  p.num_heads = 1;
+  p.num_kv_heads = 1;
+  p.head_dim = 4;
+  ops::attention(q, i32({2}), kv, out, p);
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(out.ptr<float>()[t], 0.0f);
+}
+
+TEST(OpsCpu, SoftmaxTopP) {
+  Tensor l = Tensor::cpu(DType::F32, {1, 4}), p = Tensor::cpu(DType::F32, {1, 4});
+  for (int j = 0; j < 4; ++j) l.ptr<float>()[j] = float(j + 1);
+  // softmax([1,2,3,4]) = [.0321, .0871, .2369, .6439]; cumulative (ascending) .0321 .1192 .3561 1
+  ops::softmax_top_p(l, p, {1.0f, 1.0f, 1});
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0);
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(p.ptr<float>()[j], std::exp(j + 1.0) / z, 1e-6);
+  ops::softmax_top_p(l, p, {1.0f, 0.5f, 1});  // drop cum <= 0.5: only token 3 stays
+  EXPECT_FLOAT_EQ(p.ptr<float>()[3], 1.0f);
+  EXPECT_EQ(p.ptr<float>()[2], 0.0f);
+  ops::softmax_top_p(l, p, {1.0f, 0.7f, 1});  // drop cum <= 0.3: tokens 0,1
+  EXPECT_EQ(p.ptr<float>()[0], 0.0f);
+  EXPECT_EQ(p.ptr<float>()[1], 0.0f);
+  EXPECT_NEAR(p.ptr<float>()[2], std::exp(3.0) / (std::exp(3.0) + std::exp(4.0)), 1e-6);
+  ops::softmax_top_p(l, p, {1.0f, 0.5f, 2});  // min_tokens_to_keep = 2
+  EXPECT_GT(p.ptr<float>()[2], 0.0f);
+  ops::softmax_top_p(l, p, {2.0f, 1.0f, 1});  // temperature
+  const double z2 = std::exp(0.5) + std::exp(1.0) + std::exp(1.5) + std::exp(2.0);
+  EXPECT_NEAR(p.ptr<float>()[0], std::exp(0.5) / z2, 1e-6);
+  EXPECT_THROW(ops::softmax_top_p(l, p, {0.0f, 1.0f, 1}), tf::Error);
+}
