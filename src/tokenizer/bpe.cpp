@@ -45,9 +45,16 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec) : spec_(std::move(spec)) {
   vocab_.reserve(spec_.tokens.size() * 2);
   for (size_t i = 0; i < spec_.tokens.size(); ++i)
     if (!spec_.tokens[i].empty()) vocab_.emplace(spec_.tokens[i], static_cast<int32_t>(i));
-  ranks_.reserve(spec_.merges.size() * 2);
-  for (size_t r = 0; r < spec_.merges.size(); ++r)
-    ranks_.emplace(spec_.merges[r], static_cast<int32_t>(r));
+  pair_merge_.reserve(spec_.merges.size() * 2);
+  for (size_t r = 0; r < spec_.merges.size(); ++r) {
+    const std::string& m = spec_.merges[r];
+    size_t sp = m.find(' ', 1);  // a token may itself be " " in non byte-level vocabs
+    if (sp == std::string::npos) continue;
+    auto a = vocab_.find(m.substr(0, sp)), b = vocab_.find(m.substr(sp + 1));
+    auto ab = vocab_.find(m.substr(0, sp) + m.substr(sp + 1));
+    if (a == vocab_.end() || b == vocab_.end() || ab == vocab_.end()) continue;
+    pair_merge_.emplace(pair_key(a->second, b->second), std::make_pair(static_cast<int32_t>(r), ab->second));
+  }
   is_special_.assign(spec_.tokens.size(), 0);
   added_by_byte_.assign(256, {});
   for (size_t k = 0; k < spec_.added.size(); ++k) {
@@ -72,25 +79,49 @@ void BpeTokenizer::bpe_piece(const std::string& mapped, std::vector<int32_t>& ou
     auto it = vocab_.find(mapped);
     if (it != vocab_.end()) { out.push_back(it->second); return; }
   }
-  std::vector<std::string> sym;
-  for (const Utf8Unit& u : utf8_units(mapped)) sym.push_back(mapped.substr(u.off, u.len));
-  std::string key;
-  while (sym.size() > 1) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t k = 0; k + 1 < sym.size(); ++k) {
-      key.assign(sym[k]).append(1, ' ').append(sym[k + 1]);
-      auto it = ranks_.find(key);
-      if (it != ranks_.end() && it->second < best) best = it->second, at = k;
-    }
-    if (best == INT32_MAX) break;
-    sym[at] += sym[at + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  // Symbols in a doubly linked list; a min-heap of candidate merges ordered by
+  // (rank, position) -- the lowest-ranked pair, leftmost on ties, merges first.
+  struct Sym { int32_t id; int32_t prev, next; };
+  std::vector<Sym> sym;
+  for (const Utf8Unit& u : utf8_units(mapped)) {
+    auto it = vocab_.find(mapped.substr(u.off, u.len));
+    int32_t k = static_cast<int32_t>(sym.size());
+    sym.push_back({it == vocab_.end() ? -1 : it->second, k - 1, k + 1});
   }
-  for (const std::string& s : sym) {
-    auto it = vocab_.find(s);
-    if (it != vocab_.end()) { out.push_back(it->second); continue; }
-    if (spec_.unk_id >= 0) out.push_back(spec_.unk_id);  // else dropped, as HF without unk
+  if (sym.empty()) return;
+  sym.back().next = -1;
+  struct Cand { int32_t rank, pos, left, right, merged; };
+  auto later = [](const Cand& a, const Cand& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
+  std::vector<Cand> heap;
+  auto push = [&](int32_t pos) {
+    if (pos < 0) return;
+    int32_t nx = sym[pos].next;
+    if (nx < 0 || sym[pos].id < 0 || sym[nx].id < 0) return;
+    auto it = pair_merge_.find(pair_key(sym[pos].id, sym[nx].id));
+    if (it == pair_merge_.end()) return;
+    heap.push_back({it->second.first, pos, sym[pos].id, sym[nx].id, it->second.second});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t k = 0; k + 1 < static_cast<int32_t>(sym.size()); ++k) push(k);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    Cand c = heap.back();
+    heap.pop_back();
+    Sym& a = sym[c.pos];
+    if (a.id != c.left || a.next < 0 || sym[a.next].id != c.right) continue;  // stale
+    int32_t b = a.next;
+    a.id = c.merged;
+    a.next = sym[b].next;
+    if (a.next >= 0) sym[a.next].prev = c.pos;
+    sym[b].id = -2;  // dead
+    push(a.prev);
+    push(c.pos);
+  }
+  for (int32_t k = 0; k >= 0; k = sym[k].next) {
+    if (sym[k].id >= 0) out.push_back(sym[k].id);
+    else if (spec_.unk_id >= 0) out.push_back(spec_.unk_id);  // else dropped, as HF without unk
   }
 }
 

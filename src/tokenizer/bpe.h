@@ -51,7 +51,11 @@ class BpeTokenizer final : public Tokenizer {
 
   BpeSpec spec_;
   std::unordered_map<std::string, int32_t> vocab_;
-  std::unordered_map<std::string, int32_t> ranks_;  // "a b" -> rank
+  static uint64_t pair_key(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  // (left id, right id) -> (rank, merged id)
+  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> pair_merge_;
   std::vector<int8_t> is_special_;                   // by id
   std::vector<std::vector<int32_t>> added_by_byte_;  // first byte -> added idx, longest first
 };

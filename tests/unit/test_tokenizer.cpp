@@ -120,6 +120,17 @@ TEST(Tokenizer, ArbitraryBytesRoundTrip) {
   EXPECT_EQ(spm->decode(spm->encode("caf\xc3\xa9 \xe4\xb8\xad")), "caf\xc3\xa9 \xe4\xb8\xad");
 }
 
+TEST(Tokenizer, LongPiecesAreFast) {
+  // One 50k-byte pre-token each: merging must not be quadratic.
+  auto tok = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
+  for (const std::string s : {std::string(50000, ' '), std::string(50000, 'a'),
+                              std::string(20000, '!') + "x", std::string(30000, '\n')}) {
+    auto ids = tok->encode(s);
+    EXPECT_LT(ids.size(), s.size());
+    EXPECT_EQ(tok->decode(ids), s);
+  }
+}
+
 TEST(Tokenizer, SplitRules) {
   auto split = [](const std::string& s, tf::SplitRegex re) {
     std::vector<std::string> out;
