@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "core/philox.h"
+#include "ops/ops.h"
 
 namespace tf {
 
@@ -23,32 +23,16 @@ void sampling_distribution(const float* logits, int64_t vocab, const SamplingPar
     probs[argmax(logits, vocab)] = 1.0f;
     return;
   }
-  // Softmax of logits / T in double for a stable, backend-independent reference.
-  const double inv_t = 1.0 / sp.temperature;
-  double mx = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, double(logits[i]) * inv_t);
-  std::vector<double> p(vocab);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += (p[i] = std::exp(double(logits[i]) * inv_t - mx));
-  for (auto& v : p) v /= sum;
-  if (sp.top_p < 1.0f) {
-    // As transformers' TopPLogitsWarper: sort ascending, drop the tokens whose
-    // cumulative mass is <= 1 - top_p, always keep the most likely one.
-    std::vector<int64_t> idx(vocab);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return p[a] < p[b]; });
-    double cum = 0;
-    const double cut = 1.0 - double(sp.top_p);
-    for (int64_t r = 0; r < vocab - 1; ++r) {
-      cum += p[idx[r]];
-      if (cum <= cut) p[idx[r]] = 0;
-      else break;
-    }
-    double kept = 0;
-    for (auto v : p) kept += v;
-    for (auto& v : p) v /= kept;
-  }
-  for (int64_t i = 0; i < vocab; ++i) probs[i] = float(p[i]);
+  // The op is the single definition of temperature + top-p (HF TopPLogitsWarper
+  // semantics); every backend's sampling kernel is tested against it.
+  Tensor l, pr;
+  l.data = const_cast<float*>(logits);
+  pr.data = probs;
+  l.shape = pr.shape = {1, vocab};
+  ops::SoftmaxParams p;
+  p.temperature = sp.temperature;
+  p.top_p = sp.top_p;
+  ops::softmax_top_p(l, pr, p);
 }
 
 int32_t draw_from(const float* probs, int64_t vocab, uint64_t seed, uint64_t draw) {
