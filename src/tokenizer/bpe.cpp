@@ -272,6 +272,18 @@ std::unique_ptr<BpeTokenizer> load_bpe_from_json_text(const std::string& json_te
   } catch (const std::exception& e) {
     TF_FAIL(origin << ": invalid JSON: " << e.what());
   }
+  return load_bpe_from_json(j, origin, config_json);
+}
+
+bool is_sentencepiece_style(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) return false;
+  const json& m = j["model"];
+  return m.value("type", "BPE") != "BPE" || (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() &&
+                                             m["byte_fallback"].get<bool>());
+}
+
+std::unique_ptr<BpeTokenizer> load_bpe_from_json(const nlohmann::json& j, const std::string& origin,
+                                                 const std::string& config_json) {
   try {
     const json& m = j.at("model");
     TF_CHECK(m.value("type", "BPE") == "BPE",
@@ -370,8 +382,8 @@ std::unique_ptr<BpeTokenizer> load_bpe_from_gguf(const GgufFile& g) {
   s.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id", -1));
   s.eos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.eos_token_id", -1));
   s.unk_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.unknown_token_id", -1));
-  if (g.get_bool("tokenizer.ggml.add_space_prefix", false))
-    s.pre.insert(s.pre.begin(), PreStep{PreStep::kPrefixSpace});
+  // tokenizer.ggml.add_space_prefix is a SentencePiece setting; llama.cpp's
+  // BPE path ignores it, and so does this one.
   if (g.get_bool("tokenizer.ggml.add_bos_token", false) && s.bos_id >= 0) s.prefix_ids.push_back(s.bos_id);
   if (g.get_bool("tokenizer.ggml.add_eos_token", false) && s.eos_id >= 0) s.suffix_ids.push_back(s.eos_id);
   return std::make_unique<BpeTokenizer>(std::move(s));

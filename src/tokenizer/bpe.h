@@ -2,6 +2,7 @@
 // added tokens, a configurable pre-tokenizer pipeline and BOS/EOS handling.
 #pragma once
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,6 +66,11 @@ class BpeTokenizer final : public Tokenizer {
 std::unique_ptr<BpeTokenizer> load_bpe_from_json_text(const std::string& json_text,
                                                       const std::string& origin,
                                                       const std::string& config_json = "");
+std::unique_ptr<BpeTokenizer> load_bpe_from_json(const nlohmann::json& j, const std::string& origin,
+                                                 const std::string& config_json = "");
+// True for HF tokenizer.json files of SentencePiece models (Llama-2's
+// byte_fallback BPE, Unigram): load_tokenizer then uses tokenizer.model.
+bool is_sentencepiece_style(const nlohmann::json& j);
 // tokenizer.ggml.* metadata with tokenizer.ggml.model == "gpt2".
 std::unique_ptr<BpeTokenizer> load_bpe_from_gguf(const GgufFile& gguf);
 // The pipeline llama.cpp uses for tokenizer.ggml.pre `name`; throws if unknown.

@@ -43,8 +43,20 @@ std::unique_ptr<Tokenizer> load_spm(const fs::path& model, const fs::path& dir) 
 
 std::unique_ptr<Tokenizer> load_json(const fs::path& file, const fs::path& dir) {
   fs::path cfg = dir / "tokenizer_config.json";
-  return load_bpe_from_json_text(read_text(file), file.string(),
-                                 fs::exists(cfg) ? read_text(cfg) : std::string());
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text(file));
+  } catch (const nlohmann::json::exception& e) {
+    TF_FAIL(file.string() << ": invalid JSON: " << e.what());
+  }
+  if (is_sentencepiece_style(j)) {
+    // Llama-2-style HF folders ship both; the .model is the reference.
+    TF_CHECK(fs::exists(dir / "tokenizer.model"),
+             file.string() << ": SentencePiece-style tokenizer.json (byte_fallback/Unigram) is not "
+                              "supported without tokenizer.model next to it");
+    return load_spm(dir / "tokenizer.model", dir);
+  }
+  return load_bpe_from_json(j, file.string(), fs::exists(cfg) ? read_text(cfg) : std::string());
 }
 
 }  // namespace

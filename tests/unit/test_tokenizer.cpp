@@ -98,6 +98,27 @@ TEST(Tokenizer, SentencePieceFolder) {
   EXPECT_EQ(tok->decode({1, 2}, true), "");
 }
 
+TEST(Tokenizer, Llama2StyleFolderPrefersTokenizerModel) {
+  // HF Llama-2 folders carry a byte_fallback BPE tokenizer.json next to
+  // tokenizer.model; the latter is used.
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(TF_BINARY_DIR) / "tokenizer_llama2_style";
+  fs::create_directories(dir);
+  fs::copy_file(kDir + "spm_tiny/tokenizer.model", dir / "tokenizer.model",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer.json")
+      << R"({"model":{"type":"BPE","byte_fallback":true,"vocab":{},"merges":[]}})";
+  std::ofstream(dir / "tokenizer_config.json") << R"({"add_bos_token":false})";
+  auto tok = tf::load_tokenizer(dir.string());
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  auto ref = tf::load_tokenizer(kDir + "spm_tiny");
+  auto want = ref->encode("Hello world");
+  want.erase(want.begin());  // add_bos_token false
+  EXPECT_EQ(tok->encode("Hello world"), want);
+  fs::remove(dir / "tokenizer.model");
+  EXPECT_THROW(tf::load_tokenizer(dir.string()), tf::Error);
+}
+
 TEST(Tokenizer, ArbitraryBytesRoundTrip) {
   auto tok = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
   // Invalid UTF-8 goes through byte-level BPE unharmed (each stray byte is
