@@ -59,7 +59,7 @@ BpeTokenizer::BpeTokenizer(BpeSpec spec) : spec_(std::move(spec)) {
   added_by_byte_.assign(256, {});
   for (size_t k = 0; k < spec_.added.size(); ++k) {
     const AddedToken& a = spec_.added[k];
-    if (a.special) is_special_[a.id] = 1;
+    is_special_[a.id] = a.special ? 1 : 2;
     if (a.content.empty()) continue;
     added_by_byte_[static_cast<uint8_t>(a.content[0])].push_back(static_cast<int32_t>(k));
   }
@@ -166,8 +166,12 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_spec
   for (int32_t id : ids) {
     TF_CHECK(id >= 0 && static_cast<size_t>(id) < spec_.tokens.size(),
              "token id " << id << " out of range (vocab " << spec_.tokens.size() << ")");
-    if (is_special_[id]) {
+    if (is_special_[id] == 1) {
       if (!skip_special) out += spec_.tokens[id];
+      continue;
+    }
+    if (is_special_[id] == 2) {  // non-special added token: its text, verbatim
+      out += spec_.tokens[id];
       continue;
     }
     const std::string& t = spec_.tokens[id];

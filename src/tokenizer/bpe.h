@@ -57,7 +57,7 @@ class BpeTokenizer final : public Tokenizer {
   }
   // (left id, right id) -> (rank, merged id)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> pair_merge_;
-  std::vector<int8_t> is_special_;                   // by id
+  std::vector<int8_t> is_special_;                   // by id: 0 vocab, 1 special, 2 other added
   std::vector<std::vector<int32_t>> added_by_byte_;  // first byte -> added idx, longest first
 };
 

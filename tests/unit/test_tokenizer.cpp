@@ -2,6 +2,7 @@
 // (scripts/make_tokenizer_fixtures.py; no python at test time).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -141,10 +142,27 @@ TEST(Tokenizer, ArbitraryBytesRoundTrip) {
   EXPECT_EQ(spm->decode(spm->encode("caf\xc3\xa9 \xe4\xb8\xad")), "caf\xc3\xa9 \xe4\xb8\xad");
 }
 
+TEST(Tokenizer, AddedTokens) {
+  json j = load_json(kDir + "smollm2_tokenizer.json");
+  int32_t next = 49152;
+  j["added_tokens"].push_back({{"id", next}, {"content", "caf\u00e9!"}, {"special", false}});
+  j["added_tokens"].push_back({{"id", next + 1}, {"content", "<sep>"}, {"special", true},
+                               {"lstrip", true}, {"rstrip", true}});
+  auto tok = tf::load_bpe_from_json(j, "added");
+  EXPECT_EQ(tok->vocab_size(), next + 2);
+  auto ids = tok->encode("a caf\u00e9! b  <sep>  c");
+  ASSERT_GE(ids.size(), 5u);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), next), 1);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), next + 1), 1);
+  EXPECT_EQ(tok->decode(ids, false), "a caf\u00e9! b<sep>c");  // lstrip/rstrip ate the spaces
+  EXPECT_EQ(tok->decode(ids, true), "a caf\u00e9! bc");
+  EXPECT_EQ(tok->token_to_id("<sep>"), next + 1);
+}
+
 TEST(Tokenizer, LongPiecesAreFast) {
   // One 50k-byte pre-token each: merging must not be quadratic.
   auto tok = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
-  for (const std::string s : {std::string(50000, ' '), std::string(50000, 'a'),
+  for (const std::string& s : {std::string(50000, ' '), std::string(50000, 'a'),
                               std::string(20000, '!') + "x", std::string(30000, '\n')}) {
     auto ids = tok->encode(s);
     EXPECT_LT(ids.size(), s.size());
