@@ -1,0 +1,122 @@
+// spec::verify on synthetic distributions: exact greedy at T = 0, the emitted
+// token's distribution equals p (chi-square), the reference's middle-level bug
+// (resample from p) is detected, and the chi-square helper itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "gen/sampling.h"
+#include "spec/stats.h"
+#include "spec/verify.h"
+
+using namespace tf;
+using namespace tf::spec;
+
+namespace {
+
+std::vector<float> one_hot(int64_t V, std::vector<int32_t> ids) {
+  std::vector<float> r(ids.size() * size_t(V), 0.0f);
+  for (size_t i = 0; i < ids.size(); ++i) r[i * size_t(V) + size_t(ids[i])] = 1.0f;
+  return r;
+}
+
+}  // namespace
+
+TEST(SpecStats, GammaQKnownValues) {
+  // chi-square survival: 3.841 (1 dof) -> 0.05; 11.070 (5 dof) -> 0.05; 2 dof: exp(-x/2).
+  EXPECT_NEAR(gamma_q(0.5, 3.841459 / 2), 0.05, 1e-6);
+  EXPECT_NEAR(gamma_q(2.5, 11.0705 / 2), 0.05, 1e-5);
+  EXPECT_NEAR(gamma_q(1.0, 7.3), std::exp(-7.3), 1e-12);
+  EXPECT_NEAR(gamma_q(1.0, 0.2), std::exp(-0.2), 1e-12);
+  ChiSquare c = chi_square({50, 50}, {0.5, 0.5});
+  EXPECT_EQ(c.dof, 1);
+  EXPECT_NEAR(c.p_value, 1.0, 1e-12);
+  EXPECT_EQ(chi_square({1, 9}, {0.0, 1.0}).p_value, 0.0);
+}
+
+TEST(SpecVerify, GreedyAcceptsWhileArgmaxMatches) {
+  const int64_t V = 5;
+  RngStream rng{1, 0};
+  // p argmaxes 2, 4, 1, 0; proposals 2, 4, 3 -> accept 2, then emit argmax p_3 = 1.
+  auto p = one_hot(V, {2, 4, 1, 0});
+  auto q = one_hot(V, {2, 4, 3});
+  VerifyResult r = verify({2, 4, 3}, q.data(), p.data(), V, rng, true);
+  EXPECT_EQ(r.accepted, 2);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{2, 4, 1}));
+  EXPECT_TRUE(r.resampled);
+  EXPECT_FALSE(r.bonus);
+  EXPECT_EQ(rng.counter, 0u);  // greedy consumes no draws
+  // All match: bonus = argmax p_{g+1}.
+  auto q2 = one_hot(V, {2, 4, 1});
+  r = verify({2, 4, 1}, q2.data(), p.data(), V, rng, true);
+  EXPECT_EQ(r.accepted, 3);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{2, 4, 1, 0}));
+  EXPECT_TRUE(r.bonus);
+  // No proposals: one token from p_1.
+  r = verify({}, nullptr, p.data(), V, rng, true);
+  EXPECT_EQ(r.tokens, (std::vector<int32_t>{2}));
+  EXPECT_TRUE(r.bonus);
+}
+
+TEST(SpecVerify, OneHotDistributionsAtPositiveTemperatureAreGreedy) {
+  // The sampled path with one-hot p and q behaves exactly like greedy.
+  const int64_t V = 4;
+  auto p = one_hot(V, {1, 3, 2});
+  auto q = one_hot(V, {1, 0});
+  for (uint64_t s = 0; s < 50; ++s) {
+    RngStream rng{s, 0};
+    VerifyResult r = verify({1, 0}, q.data(), p.data(), V, rng, false);
+    EXPECT_EQ(r.tokens, (std::vector<int32_t>{1, 3}));
+  }
+}
+
+namespace {
+
+// Draw x ~ q with the uniform stream, verify against p; count the first emitted token.
+std::vector<int64_t> first_token_counts(const std::vector<float>& p, const std::vector<float>& q, int64_t V,
+                                        int64_t n, ResampleMode mode) {
+  std::vector<int64_t> counts(size_t(V), 0);
+  for (int64_t s = 0; s < n; ++s) {
+    RngStream rng = RngStream::for_level(uint64_t(s), 0);
+    const int32_t x = draw_from(q.data(), V, rng.seed, rng.next());
+    VerifyResult r = verify({x}, q.data(), p.data(), V, rng, false, mode);
+    ++counts[size_t(r.tokens[0])];
+  }
+  return counts;
+}
+
+}  // namespace
+
+TEST(SpecVerify, EmittedTokenIsDistributedAsP) {
+  const int64_t V = 6;
+  // p row 0 and (unused) row 1; q overlaps p partially (beta = sum min = 0.55); q has a zero cell.
+  std::vector<float> p = {0.30f, 0.25f, 0.20f, 0.10f, 0.10f, 0.05f, 1, 1, 1, 1, 1, 1};
+  std::vector<float> q = {0.05f, 0.05f, 0.40f, 0.40f, 0.10f, 0.00f};
+  std::vector<double> expect(p.begin(), p.begin() + V);
+  const int64_t n = 60000;
+  ChiSquare honest = chi_square(first_token_counts(p, q, V, n, ResampleMode::residual), expect);
+  ChiSquare buggy = chi_square(first_token_counts(p, q, V, n, ResampleMode::reference_bug), expect);
+  std::printf("verify chi-square (n=%lld, V=%lld): residual p=%.4g (stat %.2f), reference_bug p=%.4g (stat %.1f)\n",
+              (long long)n, (long long)V, honest.p_value, honest.statistic, buggy.p_value, buggy.statistic);
+  EXPECT_GT(honest.p_value, 1e-3);
+  EXPECT_LT(buggy.p_value, 1e-6);
+}
+
+TEST(SpecVerify, ResidualAndCounters) {
+  const int64_t V = 3;
+  std::vector<float> p = {0.5f, 0.5f, 0.0f, 0.2f, 0.3f, 0.5f};
+  std::vector<float> q = {0.0f, 0.0f, 1.0f};  // proposes token 2, p(2) = 0: always rejected
+  RngStream rng{7, 0};
+  VerifyResult r = verify({2}, q.data(), p.data(), V, rng, false);
+  EXPECT_EQ(r.accepted, 0);
+  EXPECT_TRUE(r.resampled);
+  ASSERT_EQ(r.last_dist.size(), 3u);
+  EXPECT_FLOAT_EQ(r.last_dist[0], 0.5f);
+  EXPECT_FLOAT_EQ(r.last_dist[2], 0.0f);
+  EXPECT_NE(r.tokens[0], 2);
+  EXPECT_EQ(rng.counter, 2u);  // one uniform for the test, one draw for the resample
+  // Same seed and counter, same result.
+  RngStream a{7, 0};
+  EXPECT_EQ(verify({2}, q.data(), p.data(), V, a, false).tokens, r.tokens);
+}
