@@ -27,8 +27,8 @@ void BM_Linear(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data);
   }
   state.SetBytesProcessed(state.iterations() * out * in * 4);
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(double(2 * n * in * out) * state.iterations(), benchmark::Counter::kIsRate, 1000);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(double(2 * n * in * out) * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Linear)->Arg(1)->Arg(8)->Arg(128);
 
