@@ -4,6 +4,7 @@
 // argmax at every position, identical greedy continuation.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -71,7 +72,8 @@ void check_model(const std::string& name, const std::string& model_path, const s
   const int64_t n = int64_t(prompt.size());
   ASSERT_EQ(ref.shape, (std::vector<int64_t>{n, cfg.vocab_size}));
 
-  LlamaModel model(cfg, LlamaWeights::load(*ck.weights, cfg), 512);
+  const LlamaWeights weights = LlamaWeights::load(*ck.weights, cfg);  // tensors are shared, copies are shallow
+  LlamaModel model(cfg, weights, 512);
   {
     auto cache = model.make_cache(n + 1);
     Tensor lg = model.forward(prompt, cache);
@@ -82,7 +84,7 @@ void check_model(const std::string& name, const std::string& model_path, const s
     EXPECT_EQ(s.argmax_mismatch, 0) << "first at row " << s.first_mismatch;
   }
   if (incremental) {  // pieces through the cache, and a small internal chunk
-    LlamaModel chunked(cfg, LlamaWeights::load(*ck.weights, cfg), 64);
+    LlamaModel chunked(cfg, weights, 64);
     auto cache = chunked.make_cache(n + 1);
     double worst = 0;
     int64_t mism = 0;
@@ -99,12 +101,14 @@ void check_model(const std::string& name, const std::string& model_path, const s
     EXPECT_LE(worst, 1e-3);
     EXPECT_EQ(mism, 0);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   auto g = greedy_generate(model, prompt, int64_t(greedy.size()));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   int64_t first_diff = -1;
   for (size_t i = 0; i < greedy.size(); ++i)
     if (g[i] != greedy[i]) { first_diff = int64_t(i); break; }
-  std::printf("[ parity   ] %-14s greedy   : %s (%zu tokens)\n", name.c_str(),
-              first_diff < 0 ? "identical" : ("differs at " + std::to_string(first_diff)).c_str(), greedy.size());
+  std::printf("[ parity   ] %-14s greedy   : %s (%zu tokens, %.1f ms)\n", name.c_str(),
+              first_diff < 0 ? "identical" : ("differs at " + std::to_string(first_diff)).c_str(), greedy.size(), ms);
   EXPECT_EQ(g, greedy) << "first difference at token " << first_diff;
 }
 

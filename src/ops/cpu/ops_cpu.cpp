@@ -15,7 +15,11 @@ namespace tf::ops {
 namespace {
 
 [[noreturn]] void no_cuda(const char* op) {
-  TF_FAIL(op << ": tensor is on CUDA but this build has no CUDA backend (not built with CUDA)");
+#ifdef TRIFORCE_HAVE_CUDA
+  TF_FAIL(op << ": tensor is on CUDA but this op has no CUDA body yet");
+#else
+  TF_FAIL(op << ": tensor is on CUDA but triforce was not built with CUDA");
+#endif
 }
 
 // All tensors of an op must share one device; returns it.
@@ -70,19 +74,21 @@ void attention_cpu(const Tensor& q, const Tensor& qpos, const KVView& kv, Tensor
         std::fill(O + (r0 + r) * H * D, O + (r0 + r + 1) * H * D, 0.0f);
       continue;
     }
-    if (scores.size() < size_t(nb * Lb)) scores.resize(size_t(nb * Lb));
+    // A "score block" is M query rows sharing one kv head: for a single token
+    // the G heads of a group (contiguous, stride D), else one head over nb
+    // tokens (stride H*D). Row i belongs to token r0 + i*tok_step.
+    const int64_t Mmax = nb == 1 ? G : nb;
+    if (scores.size() < size_t(Mmax * Lb)) scores.resize(size_t(Mmax * Lb));
     float* S = scores.data();
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t g = h / G;
+    auto block = [&](const float* Qb, float* Ob, int64_t M, int64_t ld, int64_t tok_step, int64_t g) {
       const float* Kh = kv.k + g * kv.head_stride;
       const float* Vh = kv.v + g * kv.head_stride;
-      const float* Qh = Q + (r0 * H + h) * D;
-      // S[nb, Lb] = scale * Q[nb, D] . K[Lb, D]^T
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nb), int(Lb), int(D), scale, Qh,
-                  int(H * D), Kh, int(kv.token_stride), 0.0f, S, int(Lb));
-      for (int64_t r = 0; r < nb; ++r) {
+      // S[M, Lb] = scale * Q[M, D] . K[Lb, D]^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(Lb), int(D), scale, Qb, int(ld), Kh,
+                  int(kv.token_stride), 0.0f, S, int(Lb));
+      for (int64_t r = 0; r < M; ++r) {
         float* s = S + r * Lb;
-        const int32_t pq = QP[r0 + r];
+        const int32_t pq = QP[r0 + r * tok_step];
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < Lb; ++j) {
           const int64_t pk = kv.positions ? kv.positions[j] : j;
@@ -102,9 +108,16 @@ void attention_cpu(const Tensor& q, const Tensor& qpos, const KVView& kv, Tensor
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j < Lb; ++j) s[j] *= inv;
       }
-      // O[nb, D] = P[nb, Lb] . V[Lb, D]
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nb), int(D), int(Lb), 1.0f, S,
-                  int(Lb), Vh, int(kv.token_stride), 0.0f, O + (r0 * H + h) * D, int(H * D));
+      // O[M, D] = P[M, Lb] . V[Lb, D]
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(D), int(Lb), 1.0f, S, int(Lb), Vh,
+                  int(kv.token_stride), 0.0f, Ob, int(ld));
+    };
+    if (nb == 1) {
+      for (int64_t g = 0; g < KH; ++g)
+        block(Q + (r0 * H + g * G) * D, O + (r0 * H + g * G) * D, G, D, 0, g);
+    } else {
+      for (int64_t h = 0; h < H; ++h)
+        block(Q + (r0 * H + h) * D, O + (r0 * H + h) * D, nb, H * D, 1, h / G);
     }
   }
 }
