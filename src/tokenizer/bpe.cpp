@@ -29,7 +29,27 @@ const ByteMap& byte_map() {
   return m;
 }
 
-bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+// Length of the whitespace (Unicode White_Space) run ending at / starting at
+// the given end of `s`, for added tokens' lstrip/rstrip.
+size_t trailing_space_bytes(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80 && end - start < 4) --start;
+    auto u = utf8_units(s.substr(start, end - start));
+    if (u.size() != 1 || !is_space(u[0].cp)) break;
+    end = start;
+  }
+  return s.size() - end;
+}
+size_t leading_space_bytes(std::string_view s) {
+  size_t n = 0;
+  for (const Utf8Unit& u : utf8_units(s.substr(0, std::min<size_t>(s.size(), 4096)))) {
+    if (!is_space(u.cp)) break;
+    n = u.off + u.len;
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -149,12 +169,15 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_spec
       if (text.compare(i, a.content.size(), a.content) == 0) { hit = &a; break; }
     }
     if (!hit) { seg += text[i++]; continue; }
-    if (hit->lstrip) while (!seg.empty() && ascii_space(seg.back())) seg.pop_back();
+    if (hit->lstrip) seg.resize(seg.size() - trailing_space_bytes(seg));
     encode_segment(seg, out);
     seg.clear();
     out.push_back(hit->id);
     i += hit->content.size();
-    if (hit->rstrip) while (i < n && ascii_space(text[i])) ++i;
+    if (hit->rstrip) {
+      size_t k;
+      while ((k = leading_space_bytes(std::string_view(text).substr(i))) > 0) i += k;
+    }
   }
   encode_segment(seg, out);
   if (add_special) out.insert(out.end(), spec_.suffix_ids.begin(), spec_.suffix_ids.end());

@@ -157,6 +157,7 @@ TEST(Tokenizer, AddedTokens) {
   EXPECT_EQ(tok->decode(ids, false), "a caf\u00e9! b<sep>c");  // lstrip/rstrip ate the spaces
   EXPECT_EQ(tok->decode(ids, true), "a caf\u00e9! bc");
   EXPECT_EQ(tok->token_to_id("<sep>"), next + 1);
+  EXPECT_EQ(tok->decode(tok->encode("x\u3000\n <sep>\u00a0\t y"), false), "x<sep>y");
 }
 
 TEST(Tokenizer, LongPiecesAreFast) {
