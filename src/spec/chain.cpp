@@ -1,0 +1,126 @@
+#include "spec/chain.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/check.h"
+
+namespace tf::spec {
+
+SpecChain::SpecChain(Drafter& drafter, std::vector<LlamaModel*> verifiers, ChainOptions opt)
+    : drafter_(&drafter), opt_(std::move(opt)) {
+  TF_CHECK(!verifiers.empty(), "spec chain: needs at least the target");
+  TF_CHECK(opt_.gamma.size() >= verifiers.size(),
+           "spec chain: " << verifiers.size() + 1 << " levels need " << verifiers.size() << " gamma values");
+  for (size_t l = 0; l < verifiers.size(); ++l) {
+    TF_CHECK(opt_.gamma[l] >= 1, "spec chain: gamma[" << l << "] must be >= 1");
+    TF_CHECK(verifiers[l]->config().vocab_size == drafter.vocab(), "spec chain: level " << l + 1
+                                                                         << " vocab differs from the drafter's");
+    runners_.push_back(std::make_unique<ModelRunner>(*verifiers[l], opt_.max_context));
+  }
+}
+
+void SpecChain::verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub,
+                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
+  ModelRunner& run = *runners_[size_t(level - 1)];
+  const int64_t V = run.vocab();
+  const int64_t g = int64_t(sub.tokens.size());
+  std::vector<int32_t> seq = context;
+  seq.insert(seq.end(), sub.tokens.begin(), sub.tokens.end());
+  Tensor lg = run.logits(seq, g + 1);
+  p.resize(size_t((g + 1) * V));
+  for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, p.data() + i * V);
+  const bool top = level == levels() - 1;
+  vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], sp.greedy(),
+              top ? opt_.top_mode : opt_.middle_mode);
+  LevelMetrics& m = metrics_[size_t(level)];
+  ++m.steps;
+  m.drafted += g;
+  m.accepted += vr.accepted;
+  if (int64_t(m.accepted_hist.size()) <= vr.accepted) m.accepted_hist.resize(size_t(vr.accepted + 1), 0);
+  ++m.accepted_hist[size_t(vr.accepted)];
+}
+
+Proposal SpecChain::propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp) {
+  if (level == 0) return drafter_->propose(context, opt_.gamma[0], sp, rng_[0]);
+  const int64_t V = drafter_->vocab();
+  Proposal out;
+  std::vector<int32_t> ctx = context;
+  VerifyResult vr;
+  std::vector<float> p;
+  while (int64_t(out.tokens.size()) < opt_.gamma[size_t(level)]) {
+    Proposal sub = propose(level - 1, ctx, sp);
+    verify_into(level, ctx, sub, sp, vr, p);
+    // Emitted token k was drawn (marginally) from p row k: that is its proposal upward.
+    for (size_t k = 0; k < vr.tokens.size(); ++k) {
+      out.tokens.push_back(vr.tokens[k]);
+      out.q.insert(out.q.end(), p.begin() + int64_t(k) * V, p.begin() + int64_t(k + 1) * V);
+      ctx.push_back(vr.tokens[k]);
+    }
+  }
+  return out;
+}
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_new_tokens,
+                                const SamplingParams& sp, const std::vector<int64_t>& stop_ids) {
+  TF_CHECK(!prompt.empty(), "spec chain: the prompt has no tokens");
+  // Worst-case tokens one top step can put in a cache beyond the context.
+  int64_t spec = opt_.gamma[0];
+  for (int l = 1; l < levels() - 1; ++l) spec = opt_.gamma[size_t(l)] - 1 + spec + 1;
+  TF_CHECK(int64_t(prompt.size()) + max_new_tokens + spec + 1 <= opt_.max_context,
+           "spec chain: prompt (" << prompt.size() << ") + max new tokens (" << max_new_tokens
+                                  << ") + speculation (" << spec + 1 << ") exceed the KV capacity "
+                                  << opt_.max_context);
+  drafter_->reset();
+  for (auto& r : runners_) r->reset();
+  rng_.clear();
+  for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
+  metrics_.assign(size_t(levels()), LevelMetrics{});
+
+  ChainResult res;
+  auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
+  std::vector<int32_t> ctx = prompt;
+  const int top = levels() - 1;
+  auto t0 = std::chrono::steady_clock::now();
+  auto t1 = t0;
+  VerifyResult vr;
+  std::vector<float> p;
+  bool done = max_new_tokens <= 0;
+  while (!done) {
+    Proposal cand = propose(top - 1, ctx, sp);
+    verify_into(top, ctx, cand, sp, vr, p);
+    ++res.top_steps;
+    for (int32_t t : vr.tokens) {
+      res.gen.tokens.push_back(t);
+      ctx.push_back(t);
+      if (res.gen.tokens.size() == 1) {
+        res.gen.prefill_ms = ms_since(t0);
+        t1 = std::chrono::steady_clock::now();
+      }
+      if (is_stop(t)) {
+        res.gen.stopped_at_eos = true;
+        done = true;
+        break;
+      }
+      if (int64_t(res.gen.tokens.size()) >= max_new_tokens) {
+        done = true;
+        break;
+      }
+    }
+    // Roll every cache back to the committed prefix.
+    drafter_->sync(ctx);
+    for (auto& r : runners_) r->sync(ctx);
+    if (on_step) on_step(*this, ctx, vr);
+  }
+  res.gen.decode_ms = res.gen.tokens.size() > 1 ? ms_since(t1) : 0.0;
+  res.levels = metrics_;
+  return res;
+}
+
+}  // namespace tf::spec

@@ -1,0 +1,118 @@
+// Drafters: the bottom level of a speculative chain. A drafter sees the
+// committed context (prompt + every token emitted so far), proposes k tokens
+// with the full-vocab distribution q each was drawn from, and is told the
+// committed context again after verification (sync), where it rolls back
+// whatever speculative state no longer matches.
+//
+// ModelRunner is the cache bookkeeping shared by model drafters and by the
+// verifying levels of a chain: it remembers which tokens its FullKVCache holds,
+// and on every call truncates the cache to the longest common prefix with the
+// requested sequence (that truncate IS the rollback) before forwarding the rest.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gen/sampling.h"
+#include "kv/full_cache.h"
+#include "model/llama.h"
+#include "spec/verify.h"
+
+namespace tf::spec {
+
+class ModelRunner {
+ public:
+  // model must outlive the runner.
+  ModelRunner(LlamaModel& model, int64_t capacity);
+  LlamaModel& model() { return *model_; }
+  int64_t vocab() const { return model_->config().vocab_size; }
+  const FullKVCache& cache() const { return cache_; }
+  const std::vector<int32_t>& cached_tokens() const { return cached_; }
+
+  // Logits [n_out, vocab] after each of the last n_out tokens of seq
+  // (1 <= n_out <= seq.size()); the cache then holds all of seq.
+  Tensor logits(const std::vector<int32_t>& seq, int64_t n_out);
+  // Roll the cache back to its longest common prefix with `context`.
+  void sync(const std::vector<int32_t>& context);
+  void reset();
+
+ private:
+  LlamaModel* model_;
+  FullKVCache cache_;
+  std::vector<int32_t> cached_;  // token of each cache slot
+};
+
+struct Proposal {
+  std::vector<int32_t> tokens;
+  std::vector<float> q;  // [tokens.size(), vocab]
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual int64_t vocab() const = 0;
+  // Up to k tokens following `context` (k exactly for model drafters; an
+  // n-gram drafter may propose fewer, even none).
+  virtual Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                           RngStream& rng) = 0;
+  // The committed context after verification: roll back speculative state.
+  virtual void sync(const std::vector<int32_t>& context) = 0;
+  // Forget everything (a new prompt).
+  virtual void reset() = 0;
+  // Tokens of model state currently held (cache length), -1 if stateless.
+  virtual int64_t cache_length() const { return -1; }
+};
+
+// A (small) LlamaModel with its own FullKVCache; rollback by truncate.
+class ModelDrafter : public Drafter {
+ public:
+  ModelDrafter(LlamaModel& model, int64_t capacity) : runner_(model, capacity) {}
+  int64_t vocab() const override { return runner_.vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>& context) override { runner_.sync(context); }
+  void reset() override { runner_.reset(); }
+  int64_t cache_length() const override { return runner_.cache().length(); }
+  const ModelRunner& runner() const { return runner_; }
+
+ private:
+  ModelRunner runner_;
+};
+
+// Prompt lookup: the longest suffix of the context of length max_n..1 that
+// also occurs earlier (most recent occurrence) proposes the tokens that
+// followed it; q is one-hot. No match: no proposal.
+class NgramDrafter : public Drafter {
+ public:
+  NgramDrafter(int64_t vocab, int64_t max_n = 3) : vocab_(vocab), max_n_(max_n) {}
+  int64_t vocab() const override { return vocab_; }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>&) override {}
+  void reset() override {}
+
+ private:
+  int64_t vocab_, max_n_;
+};
+
+// The target's first K layers + its final norm and head (weights shared, not copied).
+LlamaModel make_layer_skip_model(const LlamaModel& target, int64_t K);
+
+class LayerSkipDrafter : public Drafter {
+ public:
+  LayerSkipDrafter(const LlamaModel& target, int64_t K, int64_t capacity);
+  int64_t vocab() const override { return inner_->vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override {
+    return inner_->propose(context, k, sp, rng);
+  }
+  void sync(const std::vector<int32_t>& context) override { inner_->sync(context); }
+  void reset() override { inner_->reset(); }
+  int64_t cache_length() const override { return inner_->cache_length(); }
+
+ private:
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ModelDrafter> inner_;
+};
+
+}  // namespace tf::spec
