@@ -287,3 +287,54 @@ TEST(LlamaWeights, TensorParallelSlices) {
   }
   EXPECT_THROW(LlamaWeights::load(s, c, ShardSpec{0, 4}), tf::Error);  // 2 kv heads over 4 ranks
 }
+
+TEST(LlamaCpu, LongPromptChunkedVsPieces) {
+  // 4097 tokens through 512-token internal chunks vs. uneven pieces through the cache.
+  ModelConfig c = tiny(4, 1);
+  c.max_position_embeddings = 8192;
+  LlamaModel m(c, LlamaWeights::random(c, 43));
+  const int64_t n = 4097, V = c.vocab_size;
+  auto t = tokens(n, 12, V);
+  auto a = m.make_cache(n);
+  Tensor full = m.forward(t, a, 5);
+  EXPECT_EQ(a.length(), n);
+  auto b = m.make_cache(n);
+  m.forward(std::vector<int32_t>(t.begin(), t.begin() + 1000), b, 1);
+  m.forward(std::vector<int32_t>(t.begin() + 1000, t.begin() + 4000), b, 0);
+  Tensor tail = m.forward(std::vector<int32_t>(t.begin() + 4000, t.end()), b, 5);
+  EXPECT_LT(max_diff(full.ptr<float>(), tail.ptr<float>(), 5 * V), 1e-5);
+  EXPECT_THROW(m.forward({1}, a), tf::Error);  // full
+}
+
+TEST(FullKVCache, ViewsAndPositions) {
+  FullKVCache c(2, 3, 4, 10);
+  EXPECT_EQ(c.length(), 0);
+  std::vector<int32_t> p = {0, 1, 2};
+  std::vector<float> k(3 * 3 * 4), v(3 * 3 * 4);
+  for (size_t i = 0; i < k.size(); ++i) { k[i] = float(i); v[i] = -float(i); }
+  EXPECT_EQ(c.append_slots(p.data(), 3), 0);
+  c.write(1, 0, k.data(), v.data(), 3);
+  auto view = c.view(1);
+  EXPECT_EQ(view.length, 3);
+  EXPECT_EQ(view.positions, nullptr);  // identity positions: attention may skip the lookup
+  EXPECT_EQ(view.head_stride, 10 * 4);
+  EXPECT_EQ(view.token_stride, 4);
+  // slot 2, kv head 1, element 3 == k[(2*3 + 1)*4 + 3]
+  EXPECT_EQ(view.k[1 * 40 + 2 * 4 + 3], k[(2 * 3 + 1) * 4 + 3]);
+  EXPECT_EQ(view.v[1 * 40 + 2 * 4 + 3], v[(2 * 3 + 1) * 4 + 3]);
+  std::vector<int32_t> q = {7, 3};
+  EXPECT_EQ(c.append_slots(q.data(), 2), 3);
+  EXPECT_NE(c.view(0).positions, nullptr);
+  EXPECT_EQ(c.position(3), 7);
+  c.truncate(3);
+  EXPECT_EQ(c.view(0).positions, nullptr);  // back to identity after rollback
+  std::vector<int32_t> big(8, 0);
+  try {
+    c.append_slots(big.data(), 8);
+    FAIL();
+  } catch (const tf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV cache full"), std::string::npos);
+  }
+  EXPECT_EQ(c.length(), 3);
+  EXPECT_THROW(c.write(0, 2, k.data(), v.data(), 2), tf::Error);  // beyond claimed length
+}
