@@ -1,0 +1,49 @@
+// Split-KV flash-decoding for 1..32 query tokens (decode and speculative
+// verify) over one layer's contiguous KV cache [kv_heads, capacity, head_dim]
+// in f16/bf16, GQA-aware: one CTA per (kv head, KV split) loads each K/V tile
+// once into shared memory for all n * (heads / kv_heads) query rows that share
+// it. Each CTA writes an fp32 partial output and its log-sum-exp; a combine
+// kernel merges the splits (LSE merge) and writes the output in the KV dtype.
+//
+// The KV length and the query positions are read from device memory, so the
+// launch can be captured in a CUDA graph and replayed as the cache grows.
+// Key slot j holds position j; query i sees slots j < length with
+// j <= q_positions[i] (causal by position). A query that sees no key gets a
+// zero row (as ops::attention on the CPU does).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tf::cuda {
+
+struct AttentionDecodeParams {
+  const void* q = nullptr;               // [n, num_heads, head_dim]
+  const void* k_cache = nullptr;         // kv head h, slot j at h * head_stride + j * token_stride
+  const void* v_cache = nullptr;         // same layout as k_cache
+  void* out = nullptr;                   // [n, num_heads, head_dim]
+  const int32_t* kv_length = nullptr;    // device scalar: valid slots [0, length)
+  const int32_t* q_positions = nullptr;  // device [n]; nullptr: every query sees all valid slots
+  int64_t n = 1;                         // query tokens, 1..32
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 128;  // head_dim 64 or 128
+  int64_t capacity = 0;                  // slots per kv head
+  int64_t head_stride = 0;               // elements; 0 -> capacity * head_dim (multiple of 8)
+  int64_t token_stride = 0;              // elements; 0 -> head_dim (multiple of 8)
+  int64_t max_length = 0;                // host-known bound on *kv_length that sizes the splits; 0 -> capacity
+  float scale = 0.0f;                    // 0 -> 1 / sqrt(head_dim)
+  int num_splits = 0;                    // 0 -> chosen from the SM count and max_length
+  float* workspace = nullptr;            // attention_decode_workspace_bytes(p) bytes of device memory
+  DType dtype = DType::BF16;             // of q, KV, out
+};
+
+// The split count attention_decode will use for p (p.num_splits if set).
+int attention_decode_num_splits(const AttentionDecodeParams& p);
+// Bytes of fp32 scratch the launch needs: splits * n * heads * (head_dim + 1) floats.
+size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
+// Validates p (tf::Error on a bad shape), then launches the split and combine kernels.
+void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream = nullptr);
+
+}  // namespace tf::cuda

@@ -1,0 +1,144 @@
+#include "common.cuh"
+#include "core/philox.h"
+#include "sampling.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kThreads = 1024;
+
+__global__ void argmax_kernel(const float* __restrict__ x, int32_t* __restrict__ out, int64_t vocab) {
+  const float* r = x + int64_t(blockIdx.x) * vocab;
+  float best = -INFINITY;
+  int64_t bi = vocab;  // "none yet"
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = r[i];
+    if (v > best || (bi == vocab && v == best)) {  // first strictly larger; -inf only if nothing else
+      best = v;
+      bi = i;
+    }
+  }
+  // Reduce (value desc, index asc) across the block.
+  __shared__ float sv[kThreads / 32];
+  __shared__ int64_t si[kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > best || (ov == best && oi < bi)) {
+      best = ov;
+      bi = oi;
+    }
+  }
+  if (lane == 0) {
+    sv[warp] = best;
+    si[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w)
+      if (sv[w] > best || (sv[w] == best && si[w] < bi)) {
+        best = sv[w];
+        bi = si[w];
+      }
+    out[blockIdx.x] = bi == vocab ? 0 : int32_t(bi);
+  }
+}
+
+__global__ void softmax_kernel(const float* logits, float* probs, int64_t vocab, float inv_t) {
+  const float* l = logits + int64_t(blockIdx.x) * vocab;
+  float* pr = probs + int64_t(blockIdx.x) * vocab;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, l[i] * inv_t);
+  m = block_max(m);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(l[i] * inv_t - m);
+  s = block_sum(s);
+  const float inv = 1.0f / s;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) pr[i] = __expf(l[i] * inv_t - m) * inv;
+}
+
+// One block per row; thread t owns the contiguous chunk [t*c, (t+1)*c).
+__global__ void sample_kernel(const float* __restrict__ probs, int32_t* __restrict__ out, int64_t vocab,
+                              uint64_t seed, uint64_t offset) {
+  __shared__ float part[kThreads];
+  __shared__ int sel_chunk;
+  __shared__ float sel_base, target_sh;
+  const int64_t row = blockIdx.x;
+  const float* pr = probs + row * vocab;
+  const int64_t c = (vocab + blockDim.x - 1) / blockDim.x;
+  const int64_t b = int64_t(threadIdx.x) * c, e = min(vocab, b + c);
+  float s = 0.0f;
+  for (int64_t i = b; i < e; ++i) s += pr[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int t = 0; t < int(blockDim.x); ++t) total += part[t];
+    const float u = philox_uniform(seed, offset + uint64_t(row));
+    const float target = u * total;
+    float acc = 0.0f;
+    int chunk = -1;
+    int last_nz = -1;
+    float last_base = 0.0f;
+    for (int t = 0; t < int(blockDim.x); ++t) {
+      if (part[t] > 0.0f) {
+        last_nz = t;
+        last_base = acc;
+      }
+      if (chunk < 0 && acc + part[t] > target && part[t] > 0.0f) {
+        chunk = t;
+        sel_base = acc;
+      }
+      acc += part[t];
+    }
+    if (chunk < 0) {
+      chunk = last_nz;
+      sel_base = last_base;
+    }
+    sel_chunk = chunk;
+    target_sh = target;
+  }
+  __syncthreads();
+  if (int(threadIdx.x) == sel_chunk) {
+    float acc = sel_base;
+    int64_t pick = -1, last_nz = b;
+    for (int64_t i = b; i < e; ++i) {
+      if (pr[i] > 0.0f) last_nz = i;
+      acc += pr[i];
+      if (acc > target_sh && pr[i] > 0.0f) {
+        pick = i;
+        break;
+      }
+    }
+    out[row] = int32_t(pick >= 0 ? pick : last_nz);
+  } else if (threadIdx.x == 0 && sel_chunk < 0) {
+    out[row] = 0;  // an all-zero row
+  }
+}
+
+}  // namespace
+
+void argmax(const ArgmaxParams& p, cudaStream_t stream) {
+  if (p.n == 0) return;
+  TF_CHECK(p.x && p.out && p.vocab > 0, "cuda::argmax: bad params");
+  argmax_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.x, p.out, p.vocab);
+  CUDA_CHECK_LAUNCH();
+}
+
+void softmax(const SoftmaxParams& p, cudaStream_t stream) {
+  if (p.n == 0) return;
+  TF_CHECK(p.logits && p.probs && p.vocab > 0 && p.temperature > 0.0f, "cuda::softmax: bad params");
+  softmax_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.logits, p.probs, p.vocab, 1.0f / p.temperature);
+  CUDA_CHECK_LAUNCH();
+}
+
+void sample(const SampleParams& p, cudaStream_t stream) {
+  if (p.n == 0) return;
+  TF_CHECK(p.probs && p.out && p.vocab > 0, "cuda::sample: bad params");
+  sample_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.probs, p.out, p.vocab, p.seed, p.offset);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tf::cuda
