@@ -4,11 +4,15 @@
   make_tokenizer_fixtures.py unicode    -> src/tokenizer/unicode_data.cpp
   make_tokenizer_fixtures.py fixtures   -> tests/fixtures/tokenizer/*
 
-The fixtures are produced by the reference libraries (HF `tokenizers`,
-`sentencepiece`, transformers' slow LlamaTokenizer); the C++ tests compare
-against them without python at test time.
+The fixtures are produced by the reference libraries (HF `tokenizers` for
+byte-level BPE, `sentencepiece` for the SPM model); the C++ tests compare
+against them without python at test time. SmolLM2's tokenizer.json is rebuilt
+from the GGUF's vocab/merges/token types with SmolLM2's published pipeline
+(Digits(individual) + ByteLevel), because transformers' GGUF tokenizer import
+needs torch. Made with tokenizers 0.23.3, sentencepiece 0.2.3, gguf 0.19.0,
+Python 3.11.7 (unicodedata 14.0.0).
 
-fixtures needs: pip install tokenizers transformers sentencepiece gguf
+fixtures needs: pip install tokenizers sentencepiece gguf
 and the default model at $HOME/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf
 (scripts/fetch_default_model.sh).
 """
