@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ops/ops.h"
 
 namespace tf {
 
@@ -111,6 +112,16 @@ RopeTable compute_rope(const ModelConfig& cfg, int64_t seq_len) {
     TF_FAIL("rope: unsupported rope_scaling type '" << type << "'");
   }
   return t;
+}
+
+void apply_rope(const RopeTable& table, const Tensor& positions, Tensor& q, Tensor& k) {
+  const int64_t n = positions.numel(), half = int64_t(table.inv_freq.size());
+  Tensor inv = Tensor::cpu(DType::F32, {half});
+  std::copy(table.inv_freq.begin(), table.inv_freq.end(), inv.ptr<float>());
+  Tensor c = Tensor::cpu(DType::F32, {n, half}), s = Tensor::cpu(DType::F32, {n, half});
+  ops::rope_cos_sin(inv, positions, c, s, ops::RopeParams{table.attention_scaling});
+  ops::rope_apply(q, c, s);
+  ops::rope_apply(k, c, s);
 }
 
 Rope::Rope(const ModelConfig& cfg) : cfg_(cfg) {

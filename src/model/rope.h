@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "model/config.h"
 
 namespace tf {
@@ -21,6 +22,12 @@ struct RopeTable {
 // The table for `cfg`. seq_len matters only for "dynamic" (NTK): transformers
 // uses seq_len = max(seq_len, max_position_embeddings); 0 means "at init".
 RopeTable compute_rope(const ModelConfig& cfg, int64_t seq_len = 0);
+
+// Convenience for tests and reference checks: rotate q [n, heads, hd] and
+// k [n, kv_heads, hd] in place for positions (i32 [n]) with this table, via
+// ops::rope_cos_sin + ops::rope_apply (the model calls those directly, once
+// per forward, on preallocated cos/sin).
+void apply_rope(const RopeTable& table, const Tensor& positions, Tensor& q, Tensor& k);
 
 // Stateful holder reproducing LlamaRotaryEmbedding's dynamic update: before
 // each forward call, with seq_len = max position of the call + 1,

@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "model/rope.h"
+#include "ops/ops.h"
 
 using namespace tf;
 
@@ -111,4 +112,24 @@ TEST(Rope, Llama3) {
 TEST(Rope, Errors) {
   EXPECT_THROW(compute_rope(cfg(5, 10000.0, 10, "none")), tf::Error);
   EXPECT_THROW(compute_rope(cfg(4, 10000.0, 10, "longrope")), tf::Error);
+}
+
+TEST(Rope, ApplyRotatesPairsAndScales) {
+  // head_dim 4, inv = [1, .01], yarn-like scaling 2: position 1 rotates pair (0,2) by 1 rad, (1,3) by .01 rad.
+  RopeTable t;
+  t.inv_freq = {1.0f, 0.01f};
+  t.attention_scaling = 2.0f;
+  Tensor pos = Tensor::cpu(DType::I32, {1});
+  pos.ptr<int32_t>()[0] = 1;
+  Tensor q = Tensor::cpu(DType::F32, {1, 1, 4}), k = Tensor::cpu(DType::F32, {1, 1, 4});
+  const float qv[4] = {1, 2, 3, 4};
+  std::copy(qv, qv + 4, q.ptr<float>());
+  std::copy(qv, qv + 4, k.ptr<float>());
+  apply_rope(t, pos, q, k);
+  const double c0 = std::cos(1.0) * 2, s0 = std::sin(1.0) * 2, c1 = std::cos(0.01) * 2, s1 = std::sin(0.01) * 2;
+  const double want[4] = {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(q.ptr<float>()[i], want[i], 1e-5) << i;
+    EXPECT_NEAR(k.ptr<float>()[i], want[i], 1e-5) << i;
+  }
 }
