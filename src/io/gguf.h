@@ -73,7 +73,8 @@ struct GgmlTypeInfo {
 };
 // nullptr for type ids this reader does not know.
 const GgmlTypeInfo* ggml_type_info(uint32_t ggml_type);
-// Whether ggml_dequantize handles the type (F32, F16, BF16, Q8_0, Q4_0, Q4_1).
+// Whether ggml_dequantize handles the type (F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 bool ggml_can_dequantize(uint32_t ggml_type);
 // Dequantizes elements [elem_begin, elem_begin + n) of a tensor whose data
 // starts at `data` (any alignment; partial blocks are handled). Throws for

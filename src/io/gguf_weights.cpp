@@ -16,7 +16,8 @@ namespace tf {
 
 namespace {
 
-constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12,
+                   kQ5_K = 13, kQ6_K = 14, kBF16 = 30;
 
 struct TypeRow {
   uint32_t id;
@@ -40,9 +41,87 @@ inline uint16_t rd16(const uint8_t* p) {
   return v;
 }
 
+// Q4_K/Q5_K pack eight 6-bit (scale, min) pairs into 12 bytes.
+inline void k_scale_min(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // One whole block -> `block` floats.
 void dequant_block(uint32_t type, const uint8_t* b, float* out) {
   switch (type) {
+    case kQ5_0:
+    case kQ5_1: {
+      const bool has_min = type == kQ5_1;
+      const float d = f16_to_f32(rd16(b));
+      const float m = has_min ? f16_to_f32(rd16(b + 2)) : 0.f;
+      uint32_t qh;
+      std::memcpy(&qh, b + (has_min ? 4 : 2), 4);
+      const uint8_t* q = b + (has_min ? 8 : 6);
+      const int off = has_min ? 0 : 16;
+      for (int i = 0; i < 16; ++i) {
+        const int lo = (q[i] & 0x0f) | int(((qh >> i) & 1) << 4);
+        const int hi = (q[i] >> 4) | int(((qh >> (i + 16)) & 1) << 4);
+        out[i] = float(lo - off) * d + m;
+        out[i + 16] = float(hi - off) * d + m;
+      }
+      return;
+    }
+    case kQ4_K:
+    case kQ5_K: {
+      const bool five = type == kQ5_K;
+      const float d = f16_to_f32(rd16(b));
+      const float dmin = f16_to_f32(rd16(b + 2));
+      const uint8_t* scales = b + 4;
+      const uint8_t* qh = b + 16;                   // Q5_K only: 32 bytes of high bits
+      const uint8_t* q = b + (five ? 48 : 16);      // 128 bytes of nibbles
+      for (int g = 0; g < 4; ++g) {                 // 64 values per group: two sub-blocks of 32
+        int sc1, m1, sc2, m2;
+        k_scale_min(2 * g, scales, sc1, m1);
+        k_scale_min(2 * g + 1, scales, sc2, m2);
+        const float d1 = d * float(sc1), dm1 = dmin * float(m1);
+        const float d2 = d * float(sc2), dm2 = dmin * float(m2);
+        for (int l = 0; l < 32; ++l) {
+          int lo = q[32 * g + l] & 0x0f, hi = q[32 * g + l] >> 4;
+          if (five) {
+            lo += ((qh[l] >> (2 * g)) & 1) << 4;
+            hi += ((qh[l] >> (2 * g + 1)) & 1) << 4;
+          }
+          out[64 * g + l] = d1 * float(lo) - dm1;
+          out[64 * g + 32 + l] = d2 * float(hi) - dm2;
+        }
+      }
+      return;
+    }
+    case kQ6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = f16_to_f32(rd16(b + 208));
+      for (int n = 0; n < 2; ++n) {  // two halves of 128
+        const uint8_t* L = ql + 64 * n;
+        const uint8_t* Hh = qh + 32 * n;
+        const int8_t* S = sc + 8 * n;
+        float* y = out + 128 * n;
+        for (int l = 0; l < 32; ++l) {
+          const int is = l / 16;
+          const int q1 = int((L[l] & 0x0f) | (((Hh[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = int((L[l + 32] & 0x0f) | (((Hh[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = int((L[l] >> 4) | (((Hh[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = int((L[l + 32] >> 4) | (((Hh[l] >> 6) & 3) << 4)) - 32;
+          y[l] = d * float(S[is]) * float(q1);
+          y[l + 32] = d * float(S[is + 2]) * float(q2);
+          y[l + 64] = d * float(S[is + 4]) * float(q3);
+          y[l + 96] = d * float(S[is + 6]) * float(q4);
+        }
+      }
+      return;
+    }
     case kQ8_0: {
       const float d = f16_to_f32(rd16(b));
       const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
@@ -85,7 +164,8 @@ const GgmlTypeInfo* ggml_type_info(uint32_t t) {
 }
 
 bool ggml_can_dequantize(uint32_t t) {
-  return t == kF32 || t == kF16 || t == kBF16 || t == kQ8_0 || t == kQ4_0 || t == kQ4_1;
+  return t == kF32 || t == kF16 || t == kBF16 || t == kQ8_0 || t == kQ4_0 || t == kQ4_1 || t == kQ5_0 ||
+         t == kQ5_1 || t == kQ4_K || t == kQ5_K || t == kQ6_K;
 }
 
 void ggml_dequantize(uint32_t type, const uint8_t* data, int64_t begin, int64_t n, float* dst) {
@@ -102,11 +182,16 @@ void ggml_dequantize(uint32_t type, const uint8_t* data, int64_t begin, int64_t 
       return;
     case kQ8_0:
     case kQ4_0:
-    case kQ4_1: {
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K: {
       const GgmlTypeInfo* ti = ggml_type_info(type);
       const int64_t bs = ti->block;
       const int64_t end = begin + n;
-      float tmp[32];
+      float tmp[256];
       for (int64_t blk = begin / bs; blk * bs < end; ++blk) {
         const int64_t b0 = blk * bs;
         const uint8_t* src = data + blk * ti->bytes;
@@ -123,7 +208,7 @@ void ggml_dequantize(uint32_t type, const uint8_t* data, int64_t begin, int64_t 
   }
   const GgmlTypeInfo* ti = ggml_type_info(type);
   TF_FAIL("cannot dequantize ggml type " << (ti ? ti->name : "?") << " (" << type
-                                         << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1");
+                                         << "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
 }
 
 ModelConfig config_from_gguf(const GgufFile& f) {
@@ -287,7 +372,7 @@ class GgufWeights : public WeightSource {
     if (!ggml_can_dequantize(t.ggml_type)) {
       const GgmlTypeInfo* ti = ggml_type_info(t.ggml_type);
       TF_FAIL(f_->path() << ": tensor " << t.name << " has type " << (ti ? ti->name : "?")
-                         << ", which cannot be dequantized (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                         << ", which cannot be dequantized (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
     }
     const uint8_t* data = f_->tensor_data(t);
     if (m.permute_heads == 0) {

@@ -289,10 +289,11 @@ TEST(Gguf, DequantizeEveryType) {
     }
   }
   EXPECT_TRUE(ggml_can_dequantize(3));
-  EXPECT_FALSE(ggml_can_dequantize(12));
-  std::vector<uint8_t> k(144);
+  EXPECT_TRUE(ggml_can_dequantize(12));
+  EXPECT_FALSE(ggml_can_dequantize(10));  // Q2_K
+  std::vector<uint8_t> k(84);
   float dummy[256];
-  EXPECT_THROW(ggml_dequantize(12, k.data(), 0, 256, dummy), tf::Error);
+  EXPECT_THROW(ggml_dequantize(10, k.data(), 0, 256, dummy), tf::Error);
   ASSERT_NE(ggml_type_info(12), nullptr);
   EXPECT_STREQ(ggml_type_info(12)->name, "Q4_K");
   EXPECT_EQ(ggml_type_info(99), nullptr);
@@ -579,4 +580,36 @@ TEST(GgufDefaultModel, SmolLM2Loads) {
   // reverse permute (exact match over the whole tensor).
   Tensor e = ck.weights->read_rows_f32("model.embed_tokens.weight", 1, 2);
   EXPECT_EQ(e.numel(), 576);
+}
+
+// tests/fixtures/io/quants.gguf was written once with gguf-py (GGUFWriter): for
+// each type, tensor q.<TYPE> holds random blocks (scales set to small finite
+// f16 values) and ref.<TYPE> (F32) holds gguf.quants.dequantize of the same
+// bytes. This checks every supported quant type against an independent decoder
+// and that a gguf-py-written file parses.
+TEST(Gguf, DequantizeMatchesGgufPyFixture) {
+  const std::string p = std::string(TF_FIXTURES) + "/io/quants.gguf";
+  GgufFile f(p);
+  int checked = 0;
+  for (const char* type : {"Q4_0", "Q4_1", "Q8_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"}) {
+    const GgufTensor* q = f.tensor(std::string("q.") + type);
+    const GgufTensor* r = f.tensor(std::string("ref.") + type);
+    ASSERT_NE(q, nullptr) << type;
+    ASSERT_NE(r, nullptr) << type;
+    ASSERT_STREQ(ggml_type_info(q->ggml_type)->name, type);
+    ASSERT_TRUE(ggml_can_dequantize(q->ggml_type)) << type;
+    int64_t n = 1;
+    for (auto d : q->ne) n *= d;
+    std::vector<float> ref(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    std::memcpy(ref.data(), f.tensor_data(*r), size_t(n) * 4);
+    ggml_dequantize(q->ggml_type, f.tensor_data(*q), 0, n, out.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], ref[i]) << type << " element " << i;
+    // a range that starts and ends mid-block
+    const int64_t b = 37, len = n - 37 - 11;
+    std::vector<float> part(static_cast<size_t>(len));
+    ggml_dequantize(q->ggml_type, f.tensor_data(*q), b, len, part.data());
+    for (int64_t i = 0; i < len; ++i) ASSERT_EQ(part[i], ref[b + i]) << type << " element " << b + i;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
 }
