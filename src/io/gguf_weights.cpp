@@ -356,16 +356,10 @@ class GgufWeights : public WeightSource {
   void read_rows_f32(const std::string& name, int64_t row_begin, int64_t row_end, float* dst) const override {
     const GgufTensor& t = tensor(name);
     const Mapped& m = map_.at(name);
-    const int64_t rows = t.ne.size() == 1 ? t.ne[0] : [&] {
-      int64_t r = 1;
-      for (size_t d = 1; d < t.ne.size(); ++d) r *= t.ne[d];
-      return r;
-    }();
     // Rows are over HF shape[0] (the outermost ggml dimension).
     const int64_t outer = t.ne.back();
     int64_t row_len = 1;
     for (size_t d = 0; d + 1 < t.ne.size(); ++d) row_len *= t.ne[d];
-    (void)rows;
     TF_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= outer,
              f_->path() << ": tensor " << name << ": rows " << row_begin << ".." << row_end << " out of range [0, "
                         << outer << ")");

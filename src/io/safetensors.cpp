@@ -135,7 +135,7 @@ namespace {
 
 class SafetensorsWeights : public WeightSource {
  public:
-  void add_file(const std::string& path, const std::vector<std::string>* only = nullptr) {
+  void add_file(const std::string& path) {
     files_.push_back(std::make_unique<SafetensorsFile>(path));
     const SafetensorsFile* f = files_.back().get();
     for (const auto& e : f->entries()) {
@@ -145,9 +145,8 @@ class SafetensorsWeights : public WeightSource {
       order_.push_back(e.name);
     }
   }
-  // For a sharded index: keep only names the weight_map lists, and require all of them.
-  void restrict_to(const std::map<std::string, std::string>& weight_map, const std::string& index_path,
-                   const std::string& folder) {
+  // For a sharded index: every name the weight_map lists must be in the shard it names.
+  void check_index(const std::map<std::string, std::string>& weight_map, const std::string& index_path) {
     for (const auto& [name, file] : weight_map) {
       auto it = where_.find(name);
       TF_CHECK(it != where_.end(), index_path << ": tensor " << name << " is listed in " << file << " but not found there");
@@ -155,7 +154,6 @@ class SafetensorsWeights : public WeightSource {
                index_path << ": tensor " << name << " is listed in " << file << " but found in "
                           << it->second.first->path());
     }
-    (void)folder;
   }
 
   bool has(const std::string& name) const override { return where_.count(name) > 0; }
@@ -243,7 +241,7 @@ std::unique_ptr<WeightSource> open_index(const std::string& index_path) {
     TF_CHECK(fs::exists(p), index_path << ": shard " << file << " is missing");
     w->add_file(p.string());
   }
-  w->restrict_to(wm, index_path, dir.string());
+  w->check_index(wm, index_path);
   return w;
 }
 

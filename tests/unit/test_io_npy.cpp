@@ -19,6 +19,14 @@ fs::path tmp_dir() {
     fs::create_directories(p);
     return p;
   }();
+  // Removed when the test program exits.
+  static struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{d};
   return d;
 }
 
