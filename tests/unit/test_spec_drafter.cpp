@@ -1,0 +1,101 @@
+// Drafters: n-gram prompt lookup, layer-skip model (all layers == the target),
+// ModelDrafter rollback (propose, sync back, propose again == fresh drafter).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "spec/drafter.h"
+
+using namespace tf;
+using namespace tf::spec;
+
+namespace {
+ModelConfig tiny(int64_t layers = 2) {
+  ModelConfig c;
+  c.vocab_size = 20;
+  c.hidden_size = 16;
+  c.intermediate_size = 32;
+  c.num_layers = layers;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 8;
+  c.max_position_embeddings = 256;
+  c.rms_norm_eps = 1e-5;
+  return c;
+}
+}  // namespace
+
+TEST(SpecDrafter, NgramLongestMostRecentSuffixMatch) {
+  NgramDrafter d(10, 3);
+  SamplingParams sp;
+  RngStream rng;
+  // Suffix [1,2] occurred at the start: propose what followed.
+  Proposal p = d.propose({1, 2, 3, 4, 5, 1, 2}, 4, sp, rng);
+  EXPECT_EQ(p.tokens, (std::vector<int32_t>{3, 4, 5, 1}));
+  ASSERT_EQ(p.q.size(), 40u);
+  EXPECT_EQ(p.q[3], 1.0f);
+  EXPECT_EQ(p.q[10 + 4], 1.0f);
+  // The longer suffix [7,1,2] wins over the more recent [1,2].
+  p = d.propose({7, 1, 2, 9, 1, 2, 8, 7, 1, 2}, 2, sp, rng);
+  EXPECT_EQ(p.tokens, (std::vector<int32_t>{9, 1}));
+  // Most recent occurrence among equal lengths; proposals stop at the end of the context.
+  p = d.propose({5, 6, 5, 8, 5}, 5, sp, rng);
+  EXPECT_EQ(p.tokens, (std::vector<int32_t>{8, 5}));
+  // No match: nothing proposed.
+  p = d.propose({1, 2, 3}, 4, sp, rng);
+  EXPECT_TRUE(p.tokens.empty());
+  EXPECT_TRUE(p.q.empty());
+}
+
+TEST(SpecDrafter, LayerSkipWithAllLayersIsTheTarget) {
+  ModelConfig c = tiny(2);
+  LlamaModel target(c, LlamaWeights::random(c, 3, 0.3f));
+  LlamaModel full = make_layer_skip_model(target, 2);
+  LlamaModel one = make_layer_skip_model(target, 1);
+  EXPECT_EQ(one.config().num_layers, 1);
+  EXPECT_EQ(one.weights().embed.data, target.weights().embed.data);  // shared, not copied
+  std::vector<int32_t> t = {1, 5, 7, 2, 19, 0};
+  auto c1 = target.make_cache(16), c2 = full.make_cache(16), c3 = one.make_cache(16);
+  Tensor a = target.forward(t, c1), b = full.forward(t, c2), l1 = one.forward(t, c3);
+  double diff = 0, diff1 = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, double(std::abs(a.ptr<float>()[i] - b.ptr<float>()[i])));
+    diff1 = std::max(diff1, double(std::abs(a.ptr<float>()[i] - l1.ptr<float>()[i])));
+  }
+  EXPECT_EQ(diff, 0.0);
+  EXPECT_GT(diff1, 1e-4);
+  EXPECT_THROW(make_layer_skip_model(target, 3), Error);
+}
+
+TEST(SpecDrafter, ModelDrafterRollsBackByTruncate) {
+  ModelConfig c = tiny(1);
+  LlamaModel m(c, LlamaWeights::random(c, 4, 0.3f));
+  SamplingParams sp;
+  sp.temperature = 0.9f;
+  sp.seed = 11;
+  const std::vector<int32_t> ctx = {3, 4, 5, 6};
+  ModelDrafter d(m, 64);
+  RngStream r1{5, 0};
+  Proposal a = d.propose(ctx, 5, sp, r1);
+  ASSERT_EQ(a.tokens.size(), 5u);
+  EXPECT_EQ(d.cache_length(), int64_t(ctx.size()) + 4);
+  // Accept 2 of them plus a correction 0: the cache keeps the common prefix only.
+  std::vector<int32_t> next = ctx;
+  next.insert(next.end(), a.tokens.begin(), a.tokens.begin() + 2);
+  next.push_back(a.tokens[2] == 0 ? 1 : 0);
+  d.sync(next);
+  EXPECT_EQ(d.cache_length(), int64_t(ctx.size()) + 2);
+  RngStream r2{9, 0}, r3{9, 0};
+  Proposal b = d.propose(next, 3, sp, r2);
+  ModelDrafter fresh(m, 64);
+  Proposal f = fresh.propose(next, 3, sp, r3);
+  EXPECT_EQ(b.tokens, f.tokens);
+  ASSERT_EQ(b.q.size(), f.q.size());
+  for (size_t i = 0; i < b.q.size(); ++i) EXPECT_NEAR(b.q[i], f.q[i], 1e-5);
+  // q rows are distributions.
+  for (size_t i = 0; i < 3; ++i) {
+    double s = 0;
+    for (int64_t v = 0; v < c.vocab_size; ++v) s += b.q[i * size_t(c.vocab_size) + size_t(v)];
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+}
