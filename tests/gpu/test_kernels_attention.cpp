@@ -1,0 +1,165 @@
+// Split-KV decode/verify attention kernel (ctest label gpu) against
+// tf::ops::attention on host f32 copies of the same (dtype-rounded) inputs:
+// KV lengths 1..65537, head_dim 64/128, MHA and GQA, f16 and bf16, 1..32
+// query tokens causal by position. The output and the split workspace are
+// poisoned with NaN before launch, and the cache slots past the length hold
+// NaN, so a read outside [0, length) or a missing write shows up.
+// SKIPPED without CUDA or without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include "attention_decode.cuh"
+#include "device_buffer.cuh"
+#endif
+
+namespace {
+
+using tf::DType;
+
+struct Case {
+  int64_t L, D, H, KH, n;
+  DType dt;
+  int splits = 0;             // 0: auto
+  bool positions = true;      // false: q_positions = nullptr (every query sees all slots)
+};
+
+#ifdef TRIFORCE_HAVE_CUDA
+bool have_device() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+void fill_uniform(std::vector<float>& v, size_t begin, size_t end, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = begin; i < end; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    v[i] = float(int64_t(s >> 40) - (1ll << 23)) / float(1ll << 23);  // [-1, 1)
+  }
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(testing::Message() << "L=" << c.L << " D=" << c.D << " H=" << c.H << " KH=" << c.KH << " n=" << c.n
+                                  << " " << tf::dtype_name(c.dt) << " splits=" << c.splits
+                                  << " positions=" << c.positions);
+  const int64_t cap = c.L + 13, D = c.D;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> k(c.KH * cap * D, nan), v(c.KH * cap * D, nan), q(c.n * c.H * D);
+  for (int64_t h = 0; h < c.KH; ++h) {
+    fill_uniform(k, h * cap * D, (h * cap + c.L) * D, 100 + h);
+    fill_uniform(v, h * cap * D, (h * cap + c.L) * D, 200 + h);
+  }
+  fill_uniform(q, 0, q.size(), 7 + c.n);
+  for (auto& x : q) x *= 2.0f;  // sharper softmax
+  tf::cuda::round_to(k, c.dt), tf::cuda::round_to(v, c.dt), tf::cuda::round_to(q, c.dt);
+  std::vector<int32_t> pos(c.n);
+  for (int64_t i = 0; i < c.n; ++i) pos[i] = c.positions ? int32_t(c.L - c.n + i) : int32_t(c.L - 1);
+
+  auto dk = tf::cuda::upload_as(k, c.dt), dv = tf::cuda::upload_as(v, c.dt), dq = tf::cuda::upload_as(q, c.dt);
+  tf::cuda::DeviceBuffer dout(q.size() * 2), dpos(c.n * 4), dlen(4);
+  dpos.upload(pos.data(), c.n * 4);
+  const int32_t L32 = int32_t(c.L);
+  dlen.upload(&L32, 4);
+  tf::cuda::AttentionDecodeParams p;
+  p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
+  p.kv_length = dlen.as<int32_t>(), p.q_positions = c.positions ? dpos.as<int32_t>() : nullptr;
+  p.n = c.n, p.num_heads = c.H, p.num_kv_heads = c.KH, p.head_dim = D, p.capacity = cap;
+  p.num_splits = c.splits, p.dtype = c.dt;
+  tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
+  p.workspace = ws.as<float>();
+  ws.poison();
+  dout.poison();
+  tf::cuda::attention_decode(p);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  auto got = tf::cuda::download_as(dout, q.size(), c.dt);
+
+  tf::Tensor tq = tf::Tensor::cpu(DType::F32, {c.n, c.H, D}), tp = tf::Tensor::cpu(DType::I32, {c.n});
+  std::memcpy(tq.data, q.data(), tq.bytes());
+  std::memcpy(tp.data, pos.data(), tp.bytes());
+  tf::Tensor to = tf::Tensor::cpu(DType::F32, {c.n, c.H, D});
+  tf::ops::KVView kv;
+  kv.k = k.data(), kv.v = v.data(), kv.length = c.L, kv.head_stride = cap * D, kv.token_stride = D;
+  kv.num_kv_heads = c.KH, kv.head_dim = D;
+  tf::ops::AttentionParams ap;
+  ap.num_heads = c.H, ap.num_kv_heads = c.KH, ap.head_dim = D;
+  tf::ops::attention(tq, tp, kv, to, ap);
+
+  const float rtol = c.dt == DType::BF16 ? 1.6e-2f : 2e-3f, atol = c.dt == DType::BF16 ? 8e-3f : 1e-3f;
+  size_t bad = 0;
+  double max_err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float r = to.ptr<float>()[i];
+    const float e = std::fabs(got[i] - r);
+    if (std::isfinite(got[i])) max_err = std::max<double>(max_err, e);
+    if (!(std::isfinite(got[i]) && e <= atol + rtol * std::fabs(r)) && bad++ == 0)
+      ADD_FAILURE() << "element " << i << " (token " << i / (c.H * D) << ", head " << (i / D) % c.H << ", dim "
+                    << i % D << ") got " << got[i] << " want " << r;
+  }
+  EXPECT_EQ(bad, 0u) << bad << " of " << got.size() << " off; max |err| " << max_err;
+}
+#endif
+
+}  // namespace
+
+#ifdef TRIFORCE_HAVE_CUDA
+#define REQUIRE_DEVICE() \
+  if (!have_device()) GTEST_SKIP() << "no CUDA device on this machine"
+#else
+#define REQUIRE_DEVICE() GTEST_SKIP() << "built without CUDA"
+#endif
+
+// Every short length x head_dim x MHA/GQA x dtype x {decode, 5-token verify}.
+TEST(KernelsAttention, ShortLengths) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (int64_t L : {1, 3, 127, 129, 4097})
+    for (int64_t D : {64, 128})
+      for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
+        for (DType dt : {DType::F16, DType::BF16})
+          for (int64_t n : {1, 5}) run_case({L, D, hk.first, hk.second, n, dt});
+#endif
+}
+
+// Wide verify batches (32 tokens, up to 256 query rows per kv head), forced
+// split counts, and queries without positions.
+TEST(KernelsAttention, VerifyAndSplits) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (DType dt : {DType::F16, DType::BF16}) {
+    run_case({4097, 128, 32, 8, 32, dt});
+    run_case({4097, 64, 32, 32, 32, dt});
+    run_case({4097, 128, 64, 8, 32, dt});
+    run_case({129, 128, 32, 8, 32, dt});
+    run_case({3, 128, 32, 8, 32, dt});  // most queries see nothing: zero rows
+    run_case({4097, 128, 32, 8, 1, dt, 1});
+    run_case({4097, 128, 32, 8, 7, dt, 7});
+    run_case({4097, 128, 32, 8, 4, dt, 129});
+    run_case({127, 64, 16, 4, 5, dt, 0, false});
+  }
+#endif
+}
+
+TEST(KernelsAttention, LongContext65537) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (DType dt : {DType::F16, DType::BF16}) {
+    run_case({65537, 128, 32, 8, 1, dt});
+    run_case({65537, 128, 32, 8, 32, dt});
+  }
+  run_case({65537, 64, 8, 8, 1, DType::BF16});
+  run_case({65537, 64, 8, 8, 5, DType::F16});
+#endif
+}
