@@ -85,6 +85,20 @@ TEST(Tokenizer, SmolLM2FromGguf) {
   EXPECT_EQ(tok->decode({1, 9906, 2}, true), tok->decode({9906}));
 }
 
+// Ids that transformers' own tokenizer (AutoTokenizer from the GGUF, on the GPU
+// machine; tests/fixtures/smollm2/README.md) produced: the ground truth for the
+// rebuilt tokenizer.json above and for the GGUF path.
+TEST(Tokenizer, SmolLM2MatchesTransformersFromGguf) {
+  json fx = load_json(std::string(TF_FIXTURES) + "/smollm2/tokenizer_ids.json");
+  auto from_json = tf::load_tokenizer(kDir + "smollm2_tokenizer.json");
+  expect_ids(*from_json, fx["texts"], fx["ids"], false, "transformers ids, tokenizer.json");
+  const char* home = std::getenv("HOME");
+  std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_default_model.sh)";
+  auto from_gguf = tf::load_tokenizer(path);
+  expect_ids(*from_gguf, fx["texts"], fx["ids"], false, "transformers ids, gguf");
+}
+
 TEST(Tokenizer, SentencePieceFolder) {
   auto tok = tf::load_tokenizer(kDir + "spm_tiny");
   EXPECT_EQ(tok->kind(), "sentencepiece");
