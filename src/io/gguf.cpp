@@ -171,6 +171,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
     const uint32_t magic = c.read<uint32_t>("magic");
     TF_CHECK(magic == 0x46554747u, path << ": not a GGUF file (bad magic)");
     const uint32_t version = c.read<uint32_t>("version");
+    TF_CHECK(version != 0x02000000u && version != 0x03000000u,
+             path << ": big-endian GGUF is not supported (this host reads little-endian files)");
     TF_CHECK(version == 2 || version == 3,
              path << ": unsupported GGUF version " << version << " (supported: 2, 3)");
     const uint64_t n_tensors = c.read<uint64_t>("tensor count");
