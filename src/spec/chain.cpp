@@ -9,20 +9,38 @@ namespace tf::spec {
 
 SpecChain::SpecChain(Drafter& drafter, std::vector<LlamaModel*> verifiers, ChainOptions opt)
     : drafter_(&drafter), opt_(std::move(opt)) {
-  TF_CHECK(!verifiers.empty(), "spec chain: needs at least the target");
-  TF_CHECK(opt_.gamma.size() >= verifiers.size(),
-           "spec chain: " << verifiers.size() + 1 << " levels need " << verifiers.size() << " gamma values");
-  for (size_t l = 0; l < verifiers.size(); ++l) {
-    TF_CHECK(opt_.gamma[l] >= 1, "spec chain: gamma[" << l << "] must be >= 1");
-    TF_CHECK(verifiers[l]->config().vocab_size == drafter.vocab(), "spec chain: level " << l + 1
-                                                                         << " vocab differs from the drafter's");
-    runners_.push_back(std::make_unique<ModelRunner>(*verifiers[l], opt_.max_context));
+  for (LlamaModel* m : verifiers) {
+    owned_.push_back(std::make_unique<ModelRunner>(*m, opt_.max_context));
+    levels_.push_back(owned_.back().get());
   }
+  init_checks();
+}
+
+SpecChain::SpecChain(std::vector<Verifier*> verifiers, Drafter& drafter, ChainOptions opt)
+    : drafter_(&drafter), levels_(std::move(verifiers)), opt_(std::move(opt)) {
+  init_checks();
+}
+
+void SpecChain::init_checks() {
+  TF_CHECK(!levels_.empty(), "spec chain: needs at least the target");
+  TF_CHECK(opt_.gamma.size() >= levels_.size(),
+           "spec chain: " << levels_.size() + 1 << " levels need " << levels_.size() << " gamma values");
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    TF_CHECK(opt_.gamma[l] >= 1, "spec chain: gamma[" << l << "] must be >= 1");
+    TF_CHECK(levels_[l]->vocab() == drafter_->vocab(),
+             "spec chain: level " << l + 1 << " vocab differs from the drafter's");
+  }
+}
+
+const ModelRunner& SpecChain::runner(int level) const {
+  auto* r = dynamic_cast<const ModelRunner*>(levels_.at(size_t(level - 1)));
+  TF_CHECK(r, "spec chain: level " << level << " is not a ModelRunner");
+  return *r;
 }
 
 void SpecChain::verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub,
                             const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
-  ModelRunner& run = *runners_[size_t(level - 1)];
+  Verifier& run = *levels_[size_t(level - 1)];
   const int64_t V = run.vocab();
   const int64_t g = int64_t(sub.tokens.size());
   std::vector<int32_t> seq = context;
@@ -78,7 +96,7 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
                                   << ") + speculation (" << spec + 1 << ") exceed the KV capacity "
                                   << opt_.max_context);
   drafter_->reset();
-  for (auto& r : runners_) r->reset();
+  for (auto* r : levels_) r->reset();
   rng_.clear();
   for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
   metrics_.assign(size_t(levels()), LevelMetrics{});
@@ -115,7 +133,7 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
     }
     // Roll every cache back to the committed prefix.
     drafter_->sync(ctx);
-    for (auto& r : runners_) r->sync(ctx);
+    for (auto* r : levels_) r->sync(ctx);
     if (on_step) on_step(*this, ctx, vr);
   }
   res.gen.decode_ms = res.gen.tokens.size() > 1 ? ms_since(t1) : 0.0;

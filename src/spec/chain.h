@@ -50,13 +50,17 @@ class SpecChain {
  public:
   // verifiers: levels 1..N-1 bottom-up (the last one is the target). Not owned.
   SpecChain(Drafter& drafter, std::vector<LlamaModel*> verifiers, ChainOptions opt);
+  // Levels given as Verifiers (e.g. a RetrievalRunner for the middle level). Not owned.
+  SpecChain(std::vector<Verifier*> verifiers, Drafter& drafter, ChainOptions opt);
 
   ChainResult generate(const std::vector<int32_t>& prompt, int64_t max_new_tokens, const SamplingParams& sp,
                        const std::vector<int64_t>& stop_ids = {});
 
-  int levels() const { return int(runners_.size()) + 1; }
+  int levels() const { return int(levels_.size()) + 1; }
   // Cache state (for tests): the runner of level l >= 1, and the drafter.
-  const ModelRunner& runner(int level) const { return *runners_.at(size_t(level - 1)); }
+  // runner(): only for levels built from a LlamaModel (throws otherwise).
+  const ModelRunner& runner(int level) const;
+  const Verifier& verifier(int level) const { return *levels_.at(size_t(level - 1)); }
   const Drafter& drafter() const { return *drafter_; }
   // Called after every top-level step with the committed context (for tests).
   std::function<void(const SpecChain&, const std::vector<int32_t>& context, const VerifyResult& top)> on_step;
@@ -67,7 +71,9 @@ class SpecChain {
                    VerifyResult& vr, std::vector<float>& p);
 
   Drafter* drafter_;
-  std::vector<std::unique_ptr<ModelRunner>> runners_;
+  void init_checks();
+  std::vector<std::unique_ptr<ModelRunner>> owned_;
+  std::vector<Verifier*> levels_;
   ChainOptions opt_;
   std::vector<RngStream> rng_;
   std::vector<LevelMetrics> metrics_;

@@ -20,21 +20,34 @@
 
 namespace tf::spec {
 
-class ModelRunner {
+// A verifying level of a chain: logits of a model over a context, with its own
+// cache state that it rolls back on sync.
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual int64_t vocab() const = 0;
+  // Logits [n_out, vocab] after each of the last n_out tokens of seq.
+  virtual Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) = 0;
+  // Roll back to the longest common prefix with the committed context.
+  virtual void sync(const std::vector<int32_t>& context) = 0;
+  virtual void reset() = 0;
+};
+
+class ModelRunner : public Verifier {
  public:
   // model must outlive the runner.
   ModelRunner(LlamaModel& model, int64_t capacity);
   LlamaModel& model() { return *model_; }
-  int64_t vocab() const { return model_->config().vocab_size; }
+  int64_t vocab() const override { return model_->config().vocab_size; }
   const FullKVCache& cache() const { return cache_; }
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
 
   // Logits [n_out, vocab] after each of the last n_out tokens of seq
   // (1 <= n_out <= seq.size()); the cache then holds all of seq.
-  Tensor logits(const std::vector<int32_t>& seq, int64_t n_out);
+  Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   // Roll the cache back to its longest common prefix with `context`.
-  void sync(const std::vector<int32_t>& context);
-  void reset();
+  void sync(const std::vector<int32_t>& context) override;
+  void reset() override;
 
  private:
   LlamaModel* model_;
