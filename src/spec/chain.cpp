@@ -96,7 +96,10 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
                                   << ") + speculation (" << spec + 1 << ") exceed the KV capacity "
                                   << opt_.max_context);
   drafter_->reset();
-  for (auto* r : levels_) r->reset();
+  for (auto* r : levels_) {
+    r->reset();
+    r->begin(prompt);
+  }
   rng_.clear();
   for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
   metrics_.assign(size_t(levels()), LevelMetrics{});

@@ -31,6 +31,8 @@ class Verifier {
   // Roll back to the longest common prefix with the committed context.
   virtual void sync(const std::vector<int32_t>& context) = 0;
   virtual void reset() = 0;
+  // A new prompt (after reset); levels that build per-prompt state do it here.
+  virtual void begin(const std::vector<int32_t>& prompt) {}
 };
 
 class ModelRunner : public Verifier {

@@ -1,0 +1,67 @@
+// Retrieval KV cache (TriForce level 2): a fixed budget of prompt tokens per
+// (layer, KV head), chosen once per prompt by chunk retrieval, plus a tail for
+// the last prompt token, the generated tokens and the speculative ones.
+//
+// Scoring: the prompt except its last token is cut into chunks of `chunk`
+// tokens; a chunk's key is the mean of its post-RoPE keys; its score for
+// (layer, kv head g) is the dot product with the last prompt token's
+// post-RoPE query, summed over the query heads of g's GQA group. Chunk 0 is
+// always kept (attention sinks); the best-scoring others fill budget/chunk
+// chunks; a trailing partial chunk is always kept (the most recent tokens).
+// Selected chunks are stored in positional order. All retrieved slots carry
+// position = their slot index (< every query position, so always visible; the
+// keys carry their own RoPE phases); tail slots carry true text positions.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kv/full_cache.h"
+#include "model/llama.h"
+
+namespace tf {
+
+struct RetrievalOptions {
+  int64_t budget = 4096;  // retrieved prompt tokens per (layer, kv head), a multiple of chunk
+  int64_t chunk = 8;
+};
+
+// Post-RoPE query [num_layers][heads*head_dim] and key [num_layers][kv_heads*head_dim]
+// of the token in slot `slot` of `cache` (which holds the whole sequence up to it,
+// as written by model.forward), recomputed layer by layer.
+void recompute_qk(const LlamaModel& model, const FullKVCache& cache, int32_t token, int64_t slot,
+                  std::vector<std::vector<float>>& q, std::vector<std::vector<float>>& k);
+
+struct RetrievalSelection {
+  int64_t num_chunks = 0;                     // full chunks scored
+  int64_t remainder = 0;                      // trailing tokens always kept
+  std::vector<std::vector<int64_t>> chunks;   // [layer * kv_heads + g] -> selected chunk ids, ascending
+  std::vector<std::vector<double>> scores;    // [layer * kv_heads + g] -> score per chunk
+};
+
+// Score and select over slots [0, n_tokens) of `cache` using the queries q (from recompute_qk).
+RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens,
+                                 const std::vector<std::vector<float>>& q, int64_t num_heads,
+                                 const RetrievalOptions& opt);
+
+class RetrievalKVCache {
+ public:
+  // tail_capacity: slots after the retrieved region.
+  RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity);
+  // Build from a prompt: full prefill of `model` over the prompt (own temporary
+  // cache), retrieval from the last prompt token's query, copy of the selected
+  // K/V of prompt[0, P-1). The cache then holds region() slots; the last prompt
+  // token is to be forwarded next at position P-1.
+  void build(LlamaModel& model, const std::vector<int32_t>& prompt);
+  FullKVCache& cache() { return cache_; }
+  const FullKVCache& cache() const { return cache_; }
+  int64_t region() const { return region_; }
+  const RetrievalSelection& selection() const { return sel_; }
+
+ private:
+  RetrievalOptions opt_;
+  FullKVCache cache_;
+  int64_t region_ = 0;
+  RetrievalSelection sel_;
+};
+
+}  // namespace tf
