@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session.h"
+#include "cli/spec_methods.h"
 #include "gen/autoregressive.h"
 
 namespace tf::cli {
@@ -23,6 +24,10 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value<float>()->default_value(1.0f), "nucleus sampling mass (1 = off)")(
       "seed", po::value<uint64_t>()->default_value(0), "Philox seed of the sampling stream")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
+      "method", po::value<std::string>()->default_value("ar"), "ar | spec")(
+      "draft", po::value<std::string>()->default_value(""), "spec drafter: PATH | layerskip:K | ngram:N")(
+      "gamma1", po::value<int64_t>()->default_value(4), "tokens the drafter proposes per step")(
+      "gamma2", po::value<int64_t>()->default_value(6), "tokens the middle level proposes per step")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line");
   po::variables_map vm;
@@ -62,7 +67,15 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
 
   // Size the cache for this request only: the static buffers never grow.
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/true);
+  // A pre-tokenized prompt needs no tokenizer; the text is then decoded only
+  // when the checkpoint has one.
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty());
+  if (!s.tokenizer) {
+    try {
+      s.tokenizer = load_tokenizer(path);
+    } catch (const tf::Error&) {
+    }
+  }
   if (prompt.empty()) prompt = s.tokenizer->encode(prompt_text, true);
   TF_CHECK(!prompt.empty(), "generate: the prompt encodes to no tokens");
   for (auto t : prompt)
@@ -73,19 +86,39 @@ int cmd_generate(const std::vector<std::string>& args) {
   std::vector<int64_t> stops;
   if (!vm["ignore-eos"].as<bool>()) stops = s.config().eos_token_ids;
 
-  GenerateResult r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
-  const std::string text = s.tokenizer->decode(r.tokens, true);
+  const std::string method = vm["method"].as<std::string>();
+  GenerateResult r;
+  nlohmann::json levels = nlohmann::json::array();
+  if (method == "ar") {
+    r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
+  } else {
+    SpecRequest req{method, vm["draft"].as<std::string>(), vm["gamma1"].as<int64_t>(), vm["gamma2"].as<int64_t>()};
+    s.cache.reset();  // each chain level owns its cache
+    SpecOutcome o = run_spec_method(*s.model, req, prompt, max_new, sp, stops);
+    r = o.gen;
+    levels = o.levels;
+  }
+  std::string text;
+  if (s.tokenizer) {
+    text = s.tokenizer->decode(r.tokens, true);
+  } else {
+    for (auto t : r.tokens) text += (text.empty() ? "" : " ") + std::to_string(t);
+  }
   const int64_t n = int64_t(r.tokens.size());
   const double decode_ms_per_token = n > 1 ? r.decode_ms / double(n - 1) : r.prefill_ms;
   const double e2e_ms = r.prefill_ms + r.decode_ms;
 
   std::cout << prompt_text << text << "\n";
+  for (const auto& l : levels)
+    std::fprintf(stderr, "[level %d] alpha %.3f, tau %.2f over %lld steps\n", l["level"].get<int>(),
+                 l["alpha"].get<double>(), l["tau"].get<double>(), (long long)l["steps"].get<int64_t>());
   std::fprintf(stderr, "[%lld prompt tokens, %lld generated] prefill %.1f ms, decode %.2f ms/token (%.1f tokens/s)\n",
                (long long)prompt.size(), (long long)n, r.prefill_ms, decode_ms_per_token,
                1000.0 / decode_ms_per_token);
   if (vm["json"].as<bool>()) {
     nlohmann::json j;
-    j["method"] = "ar";
+    j["method"] = method;
+    j["levels"] = levels;
     j["model"] = path;
     j["device"] = device;
     j["n_prompt"] = prompt.size();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Greedy speculative output through the CLI is identical to --method ar, for
+# every available drafter, on a tiny fixture (128 tokens) and on SmolLM2-135M.
+set -eu
+bin=$1; fixtures=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+run() { "$bin" generate --ignore-eos --json "$@" 2>/dev/null | tail -n1; }
+same_tokens() {  # same_tokens <label> <a.json> <b.json>
+  python3 - "$@" <<'PY'
+import json, sys
+label, a, b = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+assert a["tokens"] == b["tokens"], f"{label}: speculative tokens differ from ar\n{a['tokens']}\n{b['tokens']}"
+lv = b["levels"][0]
+assert lv["drafted"] > 0 and 0 <= lv["alpha"] <= 1 and lv["tau"] >= 1, lv
+print(f"{label}: identical to ar, alpha {lv['alpha']:.3f} tau {lv['tau']:.2f}")
+PY
+}
+fx="$fixtures/hf/gqa_f32"
+run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 >"$tmp/ar.json"
+for d in layerskip:1 ngram:2 ngram:4 "$fixtures/hf/mha_f32"; do
+  [[ "$d" == */* ]] && { "$bin" info --model "$d" | grep -q "vocab: 256" || continue; }
+  run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --method spec --draft "$d" --gamma1 3 >"$tmp/s.json" || {
+    # A draft of another hidden size is fine; one of another vocabulary must be refused (checked below).
+    echo "spec --draft $d failed"; exit 1; }
+  same_tokens "gqa_f32 --draft $(basename "$d")" "$tmp/ar.json" "$tmp/s.json"
+done
+model=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf
+if [[ -f "$model" ]]; then
+  p="The three most important inventions in history are"
+  run --prompt "$p" --max-new-tokens 48 >"$tmp/ar2.json"
+  for d in ngram:3 layerskip:24; do
+    run --prompt "$p" --max-new-tokens 48 --method spec --draft "$d" >"$tmp/s2.json"
+    same_tokens "SmolLM2 --draft $d" "$tmp/ar2.json" "$tmp/s2.json"
+  done
+  # A draft whose vocabulary differs from the target's is refused with one line.
+  if "$bin" generate --prompt hi --max-new-tokens 2 --method spec --draft "$fx" 2>"$tmp/err"; then
+    echo "FAIL: a 256-token draft was accepted for a 49152-token target"; exit 1
+  fi
+  grep -q "vocabulary" "$tmp/err" && echo "vocab mismatch refused: $(cat "$tmp/err")"
+fi
