@@ -218,8 +218,7 @@ int attention_decode_num_splits(const AttentionDecodeParams& p) {
   if (s > tiles) s = tiles;
   if (s < 1) s = 1;
   // Re-derive from the chunk so that no split is empty by construction.
-  AttentionDecodeParams q = p;
-  const int chunk = chunk_of(q, int(s));
+  const int chunk = chunk_of(p, int(s));
   const int64_t bound = bound_of(p) > 0 ? bound_of(p) : 1;
   return int((bound + chunk - 1) / chunk);
 }
