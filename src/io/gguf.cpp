@@ -2,12 +2,7 @@
 // file size before it is used, so a corrupt file gives a one-line tf::Error.
 #include "io/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "core/check.h"
@@ -143,29 +138,10 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TF_CHECK(fd >= 0, path << ": cannot open: " << std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    TF_FAIL(path << ": cannot stat: " << std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TF_FAIL(path << ": not a regular file");
-  }
-  map_size_ = size_t(st.st_size);
-  if (map_size_ < 24) {
-    ::close(fd);
-    TF_FAIL(path << ": not a GGUF file: only " << map_size_ << " bytes");
-  }
-  void* m = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  TF_CHECK(m != MAP_FAILED, path << ": mmap failed: " << std::strerror(err));
-  map_ = static_cast<const uint8_t*>(m);
+GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
+  map_ = file_.data();
+  map_size_ = file_.size();
+  TF_CHECK(map_size_ >= 24, path << ": not a GGUF file: only " << map_size_ << " bytes");
   try {
     Cursor c(path_, map_, map_size_);
     const uint32_t magic = c.read<uint32_t>("magic");
@@ -234,15 +210,12 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
                     << " but the file has " << map_size_);
     }
   } catch (...) {
-    ::munmap(const_cast<uint8_t*>(map_), map_size_);
     map_ = nullptr;
     throw;
   }
 }
 
-GgufFile::~GgufFile() {
-  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
-}
+GgufFile::~GgufFile() = default;
 
 const GgufValue* GgufFile::find(const std::string& key) const {
   auto it = kv_.find(key);

@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "io/mapped_file.h"
+
 namespace tf {
 
 struct GgufValue {
@@ -56,6 +58,7 @@ class GgufFile {
   std::map<std::string, GgufValue> kv_;
   std::vector<GgufTensor> tensors_;
   std::map<std::string, size_t> tensor_index_;
+  MappedFile file_;  // owns the mapping; map_/map_size_ alias it
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
   uint64_t data_offset_ = 0;

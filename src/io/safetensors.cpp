@@ -1,12 +1,7 @@
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,24 +35,10 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TF_CHECK(fd >= 0, path << ": cannot open: " << std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    TF_FAIL(path << ": not a regular file");
-  }
-  map_size_ = size_t(st.st_size);
-  if (map_size_ < 8) {
-    ::close(fd);
-    TF_FAIL(path << ": truncated: " << map_size_ << " bytes, not even a header length");
-  }
-  void* m = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  TF_CHECK(m != MAP_FAILED, path << ": mmap failed: " << std::strerror(err));
-  map_ = static_cast<const uint8_t*>(m);
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path) {
+  map_ = file_.data();
+  map_size_ = file_.size();
+  TF_CHECK(map_size_ >= 8, path << ": truncated: " << map_size_ << " bytes, not even a header length");
   try {
     uint64_t hlen;
     std::memcpy(&hlen, map_, 8);
@@ -116,15 +97,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       entries_.push_back(std::move(e));
     }
   } catch (...) {
-    ::munmap(const_cast<uint8_t*>(map_), map_size_);
     map_ = nullptr;
     throw;
   }
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
   auto it = index_.find(name);

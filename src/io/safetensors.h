@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "io/mapped_file.h"
+
 #include "io/weight_source.h"
 
 namespace tf {
@@ -37,6 +39,7 @@ class SafetensorsFile {
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  MappedFile file_;  // owns the mapping; map_/map_size_ alias it
   const uint8_t* map_ = nullptr;
   size_t map_size_ = 0;
   uint64_t data_start_ = 0;

@@ -1,14 +1,13 @@
 // config.json parsing (transformers 4.x and 5.x rope keys), ModelConfig
 // validation, parameter count and description.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "core/check.h"
 #include "io/hf_config.h"
 #include "model/config.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace tf;
@@ -49,9 +48,8 @@ void expect_error(const std::string& text, const std::string& src, const std::st
 }  // namespace
 
 TEST(HfConfig, SmolLM2) {
-  const fs::path d = fs::temp_directory_path() / ("tf_cfg_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  std::ofstream(d / "config.json") << kSmol;
+  const fs::path d = tf::testing::tmp_dir("tf_cfg_test");
+  tf::testing::write_bytes(d / "config.json", kSmol);
   ModelConfig c = config_from_hf_json((d / "config.json").string());
   EXPECT_EQ(c.architecture, "llama");
   EXPECT_EQ(c.num_layers, 30);
@@ -82,7 +80,6 @@ TEST(HfConfig, SmolLM2) {
   } catch (const tf::Error& e) {
     EXPECT_NE(std::string(e.what()).find("nope.json"), std::string::npos);
   }
-  fs::remove_all(d);
 }
 
 TEST(HfConfig, Defaults) {

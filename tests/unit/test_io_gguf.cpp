@@ -1,40 +1,26 @@
 // GGUF reader: metadata, dequantization of every supported type against a
 // reference computed here from hand-built blocks, q/k un-permutation, defects.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "core/half.h"
 #include "io/gguf.h"
 #include "io/weight_source.h"
 #include "model/checkpoint.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace tf;
+using tf::testing::expect_throws_naming;
+using tf::testing::write_bytes;
 
 namespace {
 
-fs::path tmp_dir() {
-  static fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("tf_gguf_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  // Removed when the test program exits.
-  static struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{d};
-  return d;
-}
+fs::path tmp_dir() { return tf::testing::tmp_dir("tf_gguf_test"); }
 
 // ---- a minimal GGUF writer for the tests ----
 struct Buf {
@@ -115,18 +101,9 @@ struct GgufBuilder {
     return h.b;
   }
   std::string write(const std::string& name) const {
-    const std::string p = (tmp_dir() / name).string();
-    auto b = bytes();
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-    return p;
+    return write_bytes(tmp_dir() / name, bytes());
   }
 };
-
-std::string write_bytes(const std::string& name, const std::vector<uint8_t>& b) {
-  const std::string p = (tmp_dir() / name).string();
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-  return p;
-}
 
 void put16(std::vector<uint8_t>& v, uint16_t x) {
   v.push_back(uint8_t(x & 0xff));
@@ -155,18 +132,6 @@ std::vector<uint8_t> q4_1_block(uint16_t d, uint16_t m, const uint8_t nib[32]) {
   put16(v, m);
   for (int i = 0; i < 16; ++i) v.push_back(uint8_t(nib[i] | (nib[i + 16] << 4)));
   return v;
-}
-
-template <class F> void expect_throws_naming(F&& f, const std::string& file, const std::string& also = "") {
-  try {
-    f();
-    FAIL() << "expected tf::Error";
-  } catch (const tf::Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find(fs::path(file).filename().string()), std::string::npos) << m;
-    if (!also.empty()) EXPECT_NE(m.find(also), std::string::npos) << m;
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  }
 }
 
 }  // namespace
@@ -486,43 +451,43 @@ TEST(GgufErrors, CorruptFilesNameTheFile) {
   {
     auto b = good;
     b[0] = 'X';
-    const auto p = write_bytes("bad_magic.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "bad_magic.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p, "magic");
   }
   {
     auto b = good;
     b[4] = 1;  // version 1
-    const auto p = write_bytes("bad_version.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "bad_version.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p, "version");
   }
   {
     auto b = good;
     b.resize(b.size() - 100);  // last tensor's data cut short
-    const auto p = write_bytes("truncated.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "truncated.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p, "blk.0.ffn_down.weight");
   }
   {
     auto b = good;
     b.resize(200);  // cut inside the metadata
-    const auto p = write_bytes("truncated_meta.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "truncated_meta.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p);
   }
   {
     auto b = good;
     const uint64_t huge = 1ull << 50;
     std::memcpy(&b[24], &huge, 8);  // first key's string length
-    const auto p = write_bytes("bad_strlen.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "bad_strlen.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p, "length");
   }
   {
     auto b = good;
     const uint64_t huge = 1ull << 40;
     std::memcpy(&b[16], &huge, 8);  // kv count
-    const auto p = write_bytes("bad_kvcount.gguf", b);
+    const auto p = write_bytes(tmp_dir() / "bad_kvcount.gguf", b);
     expect_throws_naming([&] { GgufFile f(p); }, p, "count");
   }
   {
-    const auto p = write_bytes("empty.gguf", {});
+    const auto p = write_bytes(tmp_dir() / "empty.gguf", std::vector<uint8_t>{});
     expect_throws_naming([&] { GgufFile f(p); }, p);
   }
   {

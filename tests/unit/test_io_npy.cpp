@@ -1,34 +1,18 @@
 // .npy write (f32/i32, atomic) and read (f32/i32/i64, 1-D/2-D) with validation.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "io/npy.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace tf;
 
 namespace {
 
-fs::path tmp_dir() {
-  static fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("tf_npy_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  // Removed when the test program exits.
-  static struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{d};
-  return d;
-}
+fs::path tmp_dir() { return tf::testing::tmp_dir("tf_npy_test"); }
 
 // A .npy written by hand the way numpy does it (v1.0).
 std::string raw_npy(const std::string& name, const std::string& dict, const void* data, size_t nbytes,
@@ -45,9 +29,7 @@ std::string raw_npy(const std::string& name, const std::string& dict, const void
   if (major != 1) b.append(2, '\0');
   b += h;
   b.append(static_cast<const char*>(data), nbytes);
-  const auto p = (tmp_dir() / name).string();
-  std::ofstream(p, std::ios::binary) << b;
-  return p;
+  return tf::testing::write_bytes(tmp_dir() / name, b);
 }
 
 template <class F> void expect_throws_naming(F&& f, const std::string& file, const std::string& also = "") {
@@ -124,8 +106,7 @@ TEST(Npy, ReadsInt64AndVersion2) {
 TEST(Npy, Errors) {
   float f[4] = {1, 2, 3, 4};
   {
-    const auto p = (tmp_dir() / "magic.npy").string();
-    std::ofstream(p, std::ios::binary) << "NOTNUMPY........";
+    const auto p = tf::testing::write_bytes(tmp_dir() / "magic.npy", "NOTNUMPY........");
     expect_throws_naming([&] { read_npy(p); }, p, "magic");
   }
   {

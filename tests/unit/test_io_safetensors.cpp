@@ -1,7 +1,6 @@
 // safetensors: single and sharded files, F32/F16/BF16 conversion, row/column
 // reads, validation errors, and an HF checkpoint folder through open_checkpoint.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -12,29 +11,17 @@
 #include "io/safetensors.h"
 #include "io/weight_source.h"
 #include "model/checkpoint.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace tf;
+using tf::testing::expect_throws_naming;
+using tf::testing::write_bytes;
 
 namespace {
 
-fs::path tmp_dir() {
-  static fs::path d = [] {
-    fs::path p = fs::temp_directory_path() / ("tf_st_test_" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p;
-  }();
-  // Removed when the test program exits.
-  static struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{d};
-  return d;
-}
+fs::path tmp_dir() { return tf::testing::tmp_dir("tf_st_test"); }
 
 struct StTensor {
   std::string name, dtype;
@@ -60,12 +47,6 @@ std::vector<uint8_t> st_bytes(const std::vector<StTensor>& ts, const std::string
   return b;
 }
 
-std::string write_file(const fs::path& p, const std::vector<uint8_t>& b) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
-  return p.string();
-}
-
 std::vector<float> seq(int n, float a, float step) {
   std::vector<float> v(n);
   for (int i = 0; i < n; ++i) v[i] = a + step * i;
@@ -87,23 +68,11 @@ StTensor half(const std::string& name, bool bf, std::vector<int64_t> shape, cons
   return t;
 }
 
-template <class F> void expect_throws_naming(F&& f, const std::string& file, const std::string& also = "") {
-  try {
-    f();
-    FAIL() << "expected tf::Error";
-  } catch (const tf::Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find(fs::path(file).filename().string()), std::string::npos) << m;
-    if (!also.empty()) EXPECT_NE(m.find(also), std::string::npos) << m;
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  }
-}
-
 }  // namespace
 
 TEST(Safetensors, SingleFileRoundTrip) {
   const auto a = seq(12, -1.0f, 0.25f);
-  const auto p = write_file(tmp_dir() / "single" / "model.safetensors",
+  const auto p = write_bytes(tmp_dir() / "single" / "model.safetensors",
                             st_bytes({f32("a", {3, 4}, a), half("h", false, {2, 3}, seq(6, 0.1f, 0.3f)),
                                       half("b", true, {6}, seq(6, 2.0f, -0.7f))}));
   SafetensorsFile f(p);
@@ -140,8 +109,8 @@ TEST(Safetensors, SingleFileRoundTrip) {
 
 TEST(Safetensors, Sharded) {
   const fs::path d = tmp_dir() / "sharded";
-  write_file(d / "model-00001-of-00002.safetensors", st_bytes({f32("x", {2}, {1, 2}), f32("y", {1}, {3})}));
-  write_file(d / "model-00002-of-00002.safetensors", st_bytes({half("z", true, {2, 2}, {4, 5, 6, 7})}));
+  write_bytes(d / "model-00001-of-00002.safetensors", st_bytes({f32("x", {2}, {1, 2}), f32("y", {1}, {3})}));
+  write_bytes(d / "model-00002-of-00002.safetensors", st_bytes({half("z", true, {2, 2}, {4, 5, 6, 7})}));
   json idx = {{"metadata", {{"total_size", 20}}},
               {"weight_map",
                {{"x", "model-00001-of-00002.safetensors"},
@@ -172,27 +141,27 @@ TEST(Safetensors, ValidationErrors) {
     auto b = good;
     const uint64_t n = 1 << 20;
     std::memcpy(b.data(), &n, 8);
-    const auto p = write_file(d / "hdrlen.safetensors", b);
+    const auto p = write_bytes(d / "hdrlen.safetensors", b);
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "header length");
   }
   {
-    const auto p = write_file(d / "json.safetensors", st_bytes({f32("w", {1}, {1})}, "{\"w\": [1, 2"));
+    const auto p = write_bytes(d / "json.safetensors", st_bytes({f32("w", {1}, {1})}, "{\"w\": [1, 2"));
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "JSON");
   }
   {
-    const auto p = write_file(
+    const auto p = write_bytes(
         d / "range.safetensors",
         st_bytes({f32("w", {1}, {1})}, R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})"));
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "w");
   }
   {
-    const auto p = write_file(
+    const auto p = write_bytes(
         d / "span.safetensors",
         st_bytes({f32("w", {2}, {1, 2})}, R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})"));
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "12 bytes");
   }
   {
-    const auto p = write_file(
+    const auto p = write_bytes(
         d / "dtype.safetensors",
         st_bytes({f32("w", {1}, {1})}, R"({"w":{"dtype":"Q7","shape":[1],"data_offsets":[0,4]}})"));
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "Q7");
@@ -200,12 +169,12 @@ TEST(Safetensors, ValidationErrors) {
   {
     // Known but unconvertible dtype: opens, fails on read naming the tensor.
     StTensor t{"ids", "I32", {2}, std::vector<uint8_t>(8)};
-    const auto p = write_file(d / "i32" / "model.safetensors", st_bytes({t}));
+    const auto p = write_bytes(d / "i32" / "model.safetensors", st_bytes({t}));
     auto w = open_weights(p);
     expect_throws_naming([&] { w->read_f32("ids"); }, p, "I32");
   }
   {
-    const auto p = write_file(d / "tiny.safetensors", {1, 2, 3});
+    const auto p = write_bytes(d / "tiny.safetensors", {1, 2, 3});
     expect_throws_naming([&] { SafetensorsFile f(p); }, p, "truncated");
   }
   fs::create_directories(d / "empty_dir");
@@ -239,7 +208,7 @@ fs::path tiny_hf(const std::string& name, bool drop_up = false, bool bad_k = fal
       half("model.layers.0.mlp.down_proj.weight", true, {8, 12}, m(8, 12)),
   };
   if (!drop_up) ts.push_back(half("model.layers.0.mlp.up_proj.weight", true, {12, 8}, m(12, 8)));
-  write_file(d / "model.safetensors", st_bytes(ts));
+  write_bytes(d / "model.safetensors", st_bytes(ts));
   return d;
 }
 
@@ -274,7 +243,7 @@ TEST(Checkpoint, Errors) {
   const fs::path nocfg = tmp_dir() / "no_config";
   fs::create_directories(nocfg);
   expect_throws_naming([&] { open_checkpoint(nocfg.string()); }, "no_config", "config.json");
-  const auto txt = write_file(tmp_dir() / "weights.bin", {1, 2, 3});
+  const auto txt = write_bytes(tmp_dir() / "weights.bin", {1, 2, 3});
   expect_throws_naming([&] { open_checkpoint(txt); }, "weights.bin");
   expect_throws_naming([&] { open_checkpoint((tmp_dir() / "nope.gguf").string()); }, "nope.gguf");
 }
