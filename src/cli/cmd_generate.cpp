@@ -24,10 +24,14 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value<float>()->default_value(1.0f), "nucleus sampling mass (1 = off)")(
       "seed", po::value<uint64_t>()->default_value(0), "Philox seed of the sampling stream")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
-      "method", po::value<std::string>()->default_value("ar"), "ar | spec")(
+      "method", po::value<std::string>()->default_value("ar"), "ar | spec | triforce | ngram-triforce")(
       "draft", po::value<std::string>()->default_value(""), "spec drafter: PATH | layerskip:K | ngram:N")(
       "gamma1", po::value<int64_t>()->default_value(4), "tokens the drafter proposes per step")(
       "gamma2", po::value<int64_t>()->default_value(6), "tokens the middle level proposes per step")(
+      "budget", po::value<int64_t>()->default_value(4096), "retrieval cache budget (tokens per layer and KV head)")(
+      "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size")(
+      "sink", po::value<int64_t>()->default_value(16), "draft StreamingLLM sink tokens")(
+      "window", po::value<int64_t>()->default_value(234), "draft StreamingLLM recent window")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line");
   po::variables_map vm;
@@ -92,7 +96,15 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (method == "ar") {
     r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
   } else {
-    SpecRequest req{method, vm["draft"].as<std::string>(), vm["gamma1"].as<int64_t>(), vm["gamma2"].as<int64_t>()};
+    SpecRequest req;
+    req.method = method;
+    req.draft = vm["draft"].as<std::string>();
+    req.gamma1 = vm["gamma1"].as<int64_t>();
+    req.gamma2 = vm["gamma2"].as<int64_t>();
+    req.budget = vm["budget"].as<int64_t>();
+    req.chunk = vm["chunk-size"].as<int64_t>();
+    req.sink = vm["sink"].as<int64_t>();
+    req.window = vm["window"].as<int64_t>();
     s.cache.reset();  // each chain level owns its cache
     SpecOutcome o = run_spec_method(*s.model, req, prompt, max_new, sp, stops);
     r = o.gen;

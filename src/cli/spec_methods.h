@@ -1,10 +1,11 @@
 // Builds and runs a speculative method for `triforce generate --method`.
-// Available now: `spec` with a drafter chosen by --draft:
+// Methods: `spec` (drafter -> full target), `triforce` (draft model on a
+// StreamingLLM cache -> target on the retrieval cache -> full target) and
+// `ngram-triforce` (n-gram -> target + retrieval -> full). --draft picks:
 //   PATH          a small draft checkpoint that shares the target's vocabulary
 //   layerskip:K   the target's first K layers with its final norm and head
 //   ngram:N       prompt lookup over the history (suffixes of N..1 tokens)
-// The retrieval- and StreamingLLM-cache levels (retrieval, streaming-hier,
-// triforce, ngram-triforce) come with the sparse caches.
+// `retrieval` and `streaming-hier` are not wired yet.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,10 @@ struct SpecRequest {
   std::string draft;   // see above
   int64_t gamma1 = 4;
   int64_t gamma2 = 6;
+  int64_t budget = 4096;  // retrieval cache: tokens kept per layer and KV head
+  int64_t chunk = 8;      // retrieval chunk size
+  int64_t sink = 16;      // draft StreamingLLM cache
+  int64_t window = 234;
 };
 
 struct SpecOutcome {

@@ -24,6 +24,11 @@ for d in layerskip:1 ngram:2 ngram:4 "$fixtures/hf/mha_f32"; do
     echo "spec --draft $d failed"; exit 1; }
   same_tokens "gqa_f32 --draft $(basename "$d")" "$tmp/ar.json" "$tmp/s.json"
 done
+# Hierarchical: draft (StreamingLLM) -> target + retrieval cache -> full target.
+for m in "triforce --draft layerskip:1 --sink 4 --window 32" "ngram-triforce" "triforce --draft layerskip:1 --gamma1 1 --gamma2 4"; do
+  run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 --method $m >"$tmp/s.json"
+  same_tokens "gqa_f32 --method $m" "$tmp/ar.json" "$tmp/s.json"
+done
 model=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf
 if [[ -f "$model" ]]; then
   p="The three most important inventions in history are"
@@ -31,6 +36,10 @@ if [[ -f "$model" ]]; then
   for d in ngram:3 layerskip:24; do
     run --prompt "$p" --max-new-tokens 48 --method spec --draft "$d" >"$tmp/s2.json"
     same_tokens "SmolLM2 --draft $d" "$tmp/ar2.json" "$tmp/s2.json"
+  done
+  for m in "triforce --draft layerskip:24" ngram-triforce; do
+    run --prompt "$p" --max-new-tokens 48 --budget 8 --chunk-size 4 --method $m >"$tmp/s2.json"
+    same_tokens "SmolLM2 --method $m" "$tmp/ar2.json" "$tmp/s2.json"
   done
   # A draft whose vocabulary differs from the target's is refused with one line.
   if "$bin" generate --prompt hi --max-new-tokens 2 --method spec --draft "$fx" 2>"$tmp/err"; then
