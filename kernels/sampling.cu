@@ -53,10 +53,10 @@ __global__ void softmax_kernel(const float* logits, float* probs, int64_t vocab,
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, l[i] * inv_t);
   m = block_max(m);
   float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += __expf(l[i] * inv_t - m);
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(l[i] * inv_t - m);
   s = block_sum(s);
   const float inv = 1.0f / s;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) pr[i] = __expf(l[i] * inv_t - m) * inv;
+  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) pr[i] = expf(l[i] * inv_t - m) * inv;
 }
 
 // One block per row; thread t owns the contiguous chunk [t*c, (t+1)*c).
