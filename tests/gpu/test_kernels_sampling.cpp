@@ -96,7 +96,7 @@ TEST(KernelsSampling, SoftmaxTemperatureMatchesCpu) {
       // Two references: ops::softmax_top_p, whose fp32 running sum over the
       // vocabulary drops terms below half an ulp (seen on the H200: it reads
       // up to 1.8e-4 high at V = 128256, every row the same way), so it gets
-      // a 1e-3 relative bound; and a double-precision softmax, held to 2e-5.
+      // a 1e-3 relative bound; and a double-precision softmax, held to 5e-5.
       std::vector<double> exact(x.size());
       for (int64_t i = 0; i < n; ++i) {
         double m = -1e300, s = 0;
@@ -110,7 +110,7 @@ TEST(KernelsSampling, SoftmaxTemperatureMatchesCpu) {
         if (!(std::isfinite(got[i]) && std::fabs(got[i] - r) <= 1e-7f + 1e-3f * r) && bad++ == 0)
           ADD_FAILURE() << "V=" << V << " t=" << temp << " element " << i << " got " << got[i] << " cpu " << r;
         const double e = exact[i];
-        if (!(std::fabs(double(got[i]) - e) <= 1e-8 + 2e-5 * e) && bad_exact++ == 0)
+        if (!(std::fabs(double(got[i]) - e) <= 1e-8 + 5e-5 * e) && bad_exact++ == 0)
           ADD_FAILURE() << "V=" << V << " t=" << temp << " element " << i << " got " << got[i] << " exact " << e;
       }
       EXPECT_EQ(bad, 0u);
