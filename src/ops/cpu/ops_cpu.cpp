@@ -329,12 +329,14 @@ void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p) 
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < V; ++j)
       if (keep[j]) m = std::max(m, s[j]);
-    float sum = 0.0f;
+    // The normaliser is summed in double: a float running sum over a 128K-token
+    // vocabulary drops the small terms and reads high (seen against the GPU softmax).
+    double sum = 0.0;
     for (int64_t j = 0; j < V; ++j) {
       pr[j] = keep[j] ? std::exp(s[j] - m) : 0.0f;
       sum += pr[j];
     }
-    const float inv = 1.0f / sum;
+    const float inv = float(1.0 / sum);
     for (int64_t j = 0; j < V; ++j) pr[j] *= inv;
   }
 }
