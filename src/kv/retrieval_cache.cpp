@@ -9,63 +9,6 @@
 
 namespace tf {
 
-void recompute_qk(const LlamaModel& model, const FullKVCache& cache, int32_t token, int64_t slot,
-                  std::vector<std::vector<float>>& qo, std::vector<std::vector<float>>& ko) {
-  const ModelConfig& c = model.config();
-  const LlamaWeights& w = model.weights();
-  const int64_t H = c.num_heads, KH = c.num_kv_heads, D = c.head_dim, hid = c.hidden_size;
-  TF_CHECK(slot >= 0 && slot < cache.length(), "recompute_qk: slot " << slot << " not in the cache");
-  const int32_t pos_v = cache.position(slot);
-  Tensor tok = Tensor::cpu(DType::I32, {1}), pos = Tensor::cpu(DType::I32, {1});
-  tok.ptr<int32_t>()[0] = token;
-  pos.ptr<int32_t>()[0] = pos_v;
-  Tensor x = Tensor::cpu(DType::F32, {1, hid}), xn = Tensor::cpu(DType::F32, {1, hid});
-  Tensor proj = Tensor::cpu(DType::F32, {1, hid});
-  Tensor q = Tensor::cpu(DType::F32, {1, H, D}), k = Tensor::cpu(DType::F32, {1, KH, D});
-  Tensor v = Tensor::cpu(DType::F32, {1, KH, D}), att = Tensor::cpu(DType::F32, {1, H, D});
-  Tensor gate = Tensor::cpu(DType::F32, {1, c.intermediate_size}), up = Tensor::cpu(DType::F32, {1, c.intermediate_size});
-  RopeTable rt = compute_rope(c, pos_v + 1);
-  Tensor inv = Tensor::cpu(DType::F32, {D / 2});
-  std::copy(rt.inv_freq.begin(), rt.inv_freq.end(), inv.ptr<float>());
-  Tensor cs = Tensor::cpu(DType::F32, {1, D / 2}), sn = Tensor::cpu(DType::F32, {1, D / 2});
-  ops::rope_cos_sin(inv, pos, cs, sn, ops::RopeParams{rt.attention_scaling});
-  auto flat = [](const Tensor& t, int64_t cols) {
-    Tensor f = t;
-    f.shape = {t.shape[0], cols};
-    return f;
-  };
-  Tensor q2 = flat(q, H * D), k2 = flat(k, KH * D), v2 = flat(v, KH * D), att2 = flat(att, H * D);
-  const ops::RmsNormParams np{float(c.rms_norm_eps)};
-  ops::AttentionParams ap;
-  ap.num_heads = H;
-  ap.num_kv_heads = KH;
-  ap.head_dim = D;
-  ops::embedding(w.embed, tok, x);
-  qo.assign(size_t(c.num_layers), {});
-  ko.assign(size_t(c.num_layers), {});
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
-    ops::rmsnorm(x, L.attn_norm, xn, np);
-    ops::linear(xn, L.wq, q2);
-    ops::linear(xn, L.wk, k2);
-    ops::linear(xn, L.wv, v2);
-    ops::rope_apply(q, cs, sn);
-    ops::rope_apply(k, cs, sn);
-    qo[size_t(l)].assign(q.ptr<float>(), q.ptr<float>() + H * D);
-    ko[size_t(l)].assign(k.ptr<float>(), k.ptr<float>() + KH * D);
-    // The cache already holds this token's K/V at `slot`: attend over [0, slot].
-    ops::KVView view = cache.view(l);
-    view.length = slot + 1;
-    ops::attention(q, pos, view, att, ap);
-    ops::linear(att2, L.wo, proj);
-    ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);
-    ops::linear(xn, L.w_gate, gate);
-    ops::linear(xn, L.w_up, up);
-    ops::silu_mul(gate, up, gate);
-    ops::linear(gate, L.w_down, proj);
-    ops::add_inplace(x, proj);
-  }
-}
 
 RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens, const std::vector<std::vector<float>>& q,
                                  int64_t num_heads, const RetrievalOptions& opt) {
@@ -117,9 +60,8 @@ void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prom
   const int64_t P = int64_t(prompt.size());
   TF_CHECK(P >= 1, "retrieval cache: empty prompt");
   FullKVCache full = model.make_cache(P);
-  model.forward(prompt, full, 1);
-  std::vector<std::vector<float>> q, k;
-  recompute_qk(model, full, prompt.back(), P - 1, q, k);
+  std::vector<std::vector<float>> q;
+  model.forward_capturing_last_query(prompt, full, 1, q);
   sel_ = select_chunks(full, P - 1, q, model.config().num_heads, opt_);
   const int64_t L = full.num_layers(), KH = full.num_kv_heads(), D = full.head_dim();
   const int64_t per = int64_t(sel_.chunks.empty() ? 0 : sel_.chunks[0].size()) * opt_.chunk;

@@ -25,12 +25,6 @@ struct RetrievalOptions {
   int64_t chunk = 8;
 };
 
-// Post-RoPE query [num_layers][heads*head_dim] and key [num_layers][kv_heads*head_dim]
-// of the token in slot `slot` of `cache` (which holds the whole sequence up to it,
-// as written by model.forward), recomputed layer by layer.
-void recompute_qk(const LlamaModel& model, const FullKVCache& cache, int32_t token, int64_t slot,
-                  std::vector<std::vector<float>>& q, std::vector<std::vector<float>>& k);
-
 struct RetrievalSelection {
   int64_t num_chunks = 0;                     // full chunks scored
   int64_t remainder = 0;                      // trailing tokens always kept
@@ -38,7 +32,7 @@ struct RetrievalSelection {
   std::vector<std::vector<double>> scores;    // [layer * kv_heads + g] -> score per chunk
 };
 
-// Score and select over slots [0, n_tokens) of `cache` using the queries q (from recompute_qk).
+// Score and select over slots [0, n_tokens) of `cache` using the queries q (from LlamaModel::forward_capturing_last_query).
 RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens,
                                  const std::vector<std::vector<float>>& q, int64_t num_heads,
                                  const RetrievalOptions& opt);

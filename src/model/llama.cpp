@@ -41,6 +41,20 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cach
   return forward(tokens, pos, cache, n_out);
 }
 
+Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& tokens, FullKVCache& cache,
+                                                int64_t n_out, std::vector<std::vector<float>>& last_query) {
+  last_query.assign(size_t(cfg_.num_layers), std::vector<float>(size_t(cfg_.q_dim())));
+  capture_q_ = &last_query;
+  try {
+    Tensor out = forward(tokens, cache, n_out);
+    capture_q_ = nullptr;
+    return out;
+  } catch (...) {
+    capture_q_ = nullptr;
+    throw;
+  }
+}
+
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
                            FullKVCache& cache, int64_t n_out) {
   const int64_t n = int64_t(tokens.size());
@@ -77,7 +91,7 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
         dst = logits.ptr<float>() + (c0 + from - out_from) * cfg_.vocab_size;
       }
-      run_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope, dst ? from : m, dst);
+      run_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope, dst ? from : m, dst, c0 + m == n);
     }
   } catch (...) {
     cache.truncate(start_len);
@@ -87,7 +101,7 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
 }
 
 void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
-                           const RopeTable& rope, int64_t out_from, float* logits_out) {
+                           const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row) {
   using ops::slice_rows;
   const int64_t H = cfg_.num_heads, KH = cfg_.num_kv_heads, D = cfg_.head_dim;
   std::copy_n(tokens, n, tok_.ptr<int32_t>());
@@ -122,6 +136,8 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
     ops::linear(xn, L.wv, v2);
     ops::rope_apply(q, cs, sn);
     ops::rope_apply(k, cs, sn);
+    if (capture_q_ && capture_last_row)
+      std::copy_n(q.ptr<float>() + (n - 1) * H * D, H * D, (*capture_q_)[size_t(l)].data());
     cache.write(l, slot, k.ptr<float>(), v.ptr<float>(), n);
     ops::attention(q, pos, cache.view(l), att, ap);
     ops::linear(att2, L.wo, proj);

@@ -34,11 +34,17 @@ class LlamaModel {
                  FullKVCache& cache, int64_t n_out = -1);
   // Positions cache.length() + i.
   Tensor forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out = -1);
+  // forward() that also hands back the post-RoPE query of the call's last token
+  // per layer ([layers][heads * head_dim]): what the retrieval cache scores its
+  // chunks against, taken from the one forward that computes it anyway.
+  Tensor forward_capturing_last_query(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
+                                      std::vector<std::vector<float>>& last_query);
 
  private:
   void run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
-                 const RopeTable& rope, int64_t out_from, float* logits_out);
+                 const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row);
 
+  std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   ModelConfig cfg_;
   LlamaWeights w_;
   int64_t max_chunk_;

@@ -41,20 +41,28 @@ std::vector<int32_t> seq(int64_t n, int64_t vocab, int64_t mul = 7) {
 }
 }  // namespace
 
-TEST(RetrievalKVCache, RecomputedKeyMatchesTheModel) {
+// The captured query is the one the forward used: a one-call prefill and an
+// incremental last step capture the same query, and capturing changes no logits.
+TEST(RetrievalKVCache, CapturedQueryMatchesIncrementalForward) {
   ModelConfig c = tiny();
   LlamaModel m(c, LlamaWeights::random(c, 5, 0.3f));
   auto toks = seq(30, c.vocab_size);
-  FullKVCache full = m.make_cache(32);
-  m.forward(toks, full, 1);
-  std::vector<std::vector<float>> q, k;
-  recompute_qk(m, full, toks.back(), 29, q, k);
-  double d = 0;
+  FullKVCache a = m.make_cache(32), b = m.make_cache(32), plain = m.make_cache(32);
+  std::vector<std::vector<float>> qa, qb;
+  Tensor la = m.forward_capturing_last_query(toks, a, 1, qa);
+  Tensor lp = m.forward(toks, plain, 1);
+  m.forward(std::vector<int32_t>(toks.begin(), toks.end() - 1), b, 1);
+  m.forward_capturing_last_query({toks.back()}, b, 1, qb);
+  ASSERT_EQ(qa.size(), size_t(c.num_layers));
+  double d = 0, norm = 0;
   for (int64_t l = 0; l < c.num_layers; ++l)
-    for (int64_t g = 0; g < c.num_kv_heads; ++g)
-      for (int64_t i = 0; i < c.head_dim; ++i)
-        d = std::max(d, double(std::abs(k[size_t(l)][size_t(g * c.head_dim + i)] - full.k_at(l, g, 29)[i])));
+    for (int64_t i = 0; i < c.num_heads * c.head_dim; ++i) {
+      d = std::max(d, double(std::abs(qa[size_t(l)][size_t(i)] - qb[size_t(l)][size_t(i)])));
+      norm = std::max(norm, double(std::abs(qa[size_t(l)][size_t(i)])));
+    }
   EXPECT_LT(d, 1e-5);
+  EXPECT_GT(norm, 1e-3);  // a real query, not zeros
+  for (int64_t i = 0; i < c.vocab_size; ++i) EXPECT_EQ(la.ptr<float>()[i], lp.ptr<float>()[i]);
 }
 
 TEST(RetrievalKVCache, SelectsTopChunksWithChunkZero) {
@@ -62,9 +70,8 @@ TEST(RetrievalKVCache, SelectsTopChunksWithChunkZero) {
   LlamaModel m(c, LlamaWeights::random(c, 6, 0.3f));
   auto toks = seq(50, c.vocab_size);
   FullKVCache full = m.make_cache(50);
-  m.forward(toks, full, 1);
-  std::vector<std::vector<float>> q, k;
-  recompute_qk(m, full, toks.back(), 49, q, k);
+  std::vector<std::vector<float>> q;
+  m.forward_capturing_last_query(toks, full, 1, q);
   RetrievalOptions opt{16, 4};
   RetrievalSelection s = select_chunks(full, 49, q, c.num_heads, opt);
   EXPECT_EQ(s.num_chunks, 12);
