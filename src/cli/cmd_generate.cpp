@@ -32,6 +32,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size")(
       "sink", po::value<int64_t>()->default_value(16), "draft StreamingLLM sink tokens")(
       "window", po::value<int64_t>()->default_value(234), "draft StreamingLLM recent window")(
+      "reretrieve", po::value<std::string>()->default_value("never"), "never | every:N | below:A")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line");
   po::variables_map vm;
@@ -93,6 +94,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   const std::string method = vm["method"].as<std::string>();
   GenerateResult r;
   nlohmann::json levels = nlohmann::json::array();
+  int64_t rebuilds = 0;
   if (method == "ar") {
     r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
   } else {
@@ -105,10 +107,12 @@ int cmd_generate(const std::vector<std::string>& args) {
     req.chunk = vm["chunk-size"].as<int64_t>();
     req.sink = vm["sink"].as<int64_t>();
     req.window = vm["window"].as<int64_t>();
+    req.reretrieve = vm["reretrieve"].as<std::string>();
     s.cache.reset();  // each chain level owns its cache
     SpecOutcome o = run_spec_method(*s.model, req, prompt, max_new, sp, stops);
     r = o.gen;
     levels = o.levels;
+    rebuilds = o.retrieval_rebuilds;
   }
   std::string text;
   if (s.tokenizer) {
@@ -131,6 +135,8 @@ int cmd_generate(const std::vector<std::string>& args) {
     nlohmann::json j;
     j["method"] = method;
     j["levels"] = levels;
+    j["reretrieve"] = vm["reretrieve"].as<std::string>();
+    j["retrieval_rebuilds"] = rebuilds;
     j["model"] = path;
     j["device"] = device;
     j["n_prompt"] = prompt.size();

@@ -6,6 +6,7 @@
 #include "model/checkpoint.h"
 #include "spec/chain.h"
 #include "spec/drafter.h"
+#include "spec/reretrieval.h"
 #include "spec/retrieval_runner.h"
 #include "spec/streaming_drafter.h"
 
@@ -66,6 +67,10 @@ SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const st
     }
   }
 
+  const spec::ReretrievePolicy policy = spec::ReretrievePolicy::parse(req.reretrieve);
+  TF_CHECK(hier || policy.kind == spec::ReretrievePolicy::Kind::never,
+           "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
+  spec::ReretrieveMonitor monitor(policy);
   spec::ChainOptions opt;
   opt.max_context = capacity;
   spec::ChainResult r;
@@ -84,11 +89,16 @@ SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const st
     spec::ModelRunner top(target, capacity);
     opt.gamma = {req.gamma1, req.gamma2};
     spec::SpecChain chain({&middle, &top}, *drafter, opt);
+    chain.on_step = [&](const spec::SpecChain& c, const std::vector<int32_t>& ctx, const spec::VerifyResult&) {
+      const auto& topm = c.metrics().back();
+      if (monitor.after_step(int64_t(ctx.size() - prompt.size()), topm.drafted, topm.accepted)) middle.rebuild(ctx);
+    };
     r = chain.generate(prompt, max_new_tokens, sp, stops);
   }
 
   SpecOutcome out;
   out.gen = r.gen;
+  out.retrieval_rebuilds = monitor.rebuilds();
   out.levels = nlohmann::json::array();
   const size_t top_level = r.levels.size() - 1;
   for (size_t l = 1; l < r.levels.size(); ++l) {

@@ -26,11 +26,13 @@ struct SpecRequest {
   int64_t chunk = 8;      // retrieval chunk size
   int64_t sink = 16;      // draft StreamingLLM cache
   int64_t window = 234;
+  std::string reretrieve = "never";  // never | every:N | below:A
 };
 
 struct SpecOutcome {
   GenerateResult gen;
   nlohmann::json levels;  // per verifier level: drafted, accepted, alpha, tau, histogram, avg_tokens
+  int64_t retrieval_rebuilds = 0;  // re-retrievals after the initial build
 };
 
 SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const std::vector<int32_t>& prompt,

@@ -62,6 +62,7 @@ class SpecChain {
   const ModelRunner& runner(int level) const;
   const Verifier& verifier(int level) const { return *levels_.at(size_t(level - 1)); }
   const Drafter& drafter() const { return *drafter_; }
+  const std::vector<LevelMetrics>& metrics() const { return metrics_; }  // running, [l] as in ChainResult
   // Called after every top-level step with the committed context (for tests).
   std::function<void(const SpecChain&, const std::vector<int32_t>& context, const VerifyResult& top)> on_step;
 

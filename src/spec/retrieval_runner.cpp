@@ -21,6 +21,12 @@ void RetrievalRunner::begin(const std::vector<int32_t>& prompt) {
   rc_.build(*model_, prompt);
 }
 
+void RetrievalRunner::rebuild(const std::vector<int32_t>& context) {
+  // The committed context becomes the new "prompt": chunks are scored against
+  // the query of its last token, whose K/V then lives in the tail as usual.
+  begin(context);
+}
+
 size_t RetrievalRunner::common(const std::vector<int32_t>& seq) const {
   const size_t P = prompt_.size();
   TF_CHECK(!prompt_.empty() && seq.size() >= P && std::equal(prompt_.begin(), prompt_.end(), seq.begin()),

@@ -17,6 +17,8 @@ class RetrievalRunner : public Verifier {
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   void begin(const std::vector<int32_t>& prompt) override;
+  // Re-retrieval: choose the chunks again from the whole committed context.
+  void rebuild(const std::vector<int32_t>& context);
   const RetrievalKVCache& retrieval() const { return rc_; }
   int64_t tail_length() const { return int64_t(tail_.size()); }
 

@@ -29,6 +29,17 @@ for m in "triforce --draft layerskip:1 --sink 4 --window 32" "ngram-triforce" "t
   run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 --method $m >"$tmp/s.json"
   same_tokens "gqa_f32 --method $m" "$tmp/ar.json" "$tmp/s.json"
 done
+# Re-retrieval changes only the middle level's proposals: still identical to ar.
+for rr in every:16 below:0.9; do
+  run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 \
+    --method triforce --draft layerskip:1 --reretrieve $rr >"$tmp/s.json"
+  same_tokens "gqa_f32 --reretrieve $rr" "$tmp/ar.json" "$tmp/s.json"
+  python3 -c "import json; j=json.load(open('$tmp/s.json')); assert j['retrieval_rebuilds'] > 0, j['retrieval_rebuilds']; print('  rebuilds:', j['retrieval_rebuilds'])"
+done
+if "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 --method triforce --reretrieve often 2>"$tmp/err"; then
+  echo "FAIL: --reretrieve often was accepted"; exit 1
+fi
+grep -q -- "--reretrieve often" "$tmp/err"
 model=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf
 if [[ -f "$model" ]]; then
   p="The three most important inventions in history are"
