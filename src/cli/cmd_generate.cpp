@@ -33,6 +33,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "sink", po::value<int64_t>()->default_value(16), "draft StreamingLLM sink tokens")(
       "window", po::value<int64_t>()->default_value(234), "draft StreamingLLM recent window")(
       "reretrieve", po::value<std::string>()->default_value("never"), "never | every:N | below:A")(
+      "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line");
   po::variables_map vm;
@@ -95,6 +96,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   GenerateResult r;
   nlohmann::json levels = nlohmann::json::array();
   int64_t rebuilds = 0;
+  std::string kinds;
   if (method == "ar") {
     r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
   } else {
@@ -113,6 +115,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     r = o.gen;
     levels = o.levels;
     rebuilds = o.retrieval_rebuilds;
+    kinds = o.token_kinds;
   }
   std::string text;
   if (s.tokenizer) {
@@ -124,7 +127,19 @@ int cmd_generate(const std::vector<std::string>& args) {
   const double decode_ms_per_token = n > 1 ? r.decode_ms / double(n - 1) : r.prefill_ms;
   const double e2e_ms = r.prefill_ms + r.decode_ms;
 
-  std::cout << prompt_text << text << "\n";
+  if (vm["verbose"].as<bool>() && s.tokenizer && !kinds.empty()) {
+    // Decode token by token so each one can carry its color.
+    std::cout << prompt_text;
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      const char k = i < kinds.size() ? kinds[i] : ' ';
+      const char* color = k == 'a' ? "\033[32m" : k == 'r' ? "\033[33m" : k == 'b' ? "\033[34m" : "";
+      std::cout << color << s.tokenizer->decode({r.tokens[i]}, true) << (*color ? "\033[0m" : "");
+    }
+    std::cout << "\n";
+    std::fprintf(stderr, "colors: \033[32maccepted draft\033[0m, \033[33mresampled\033[0m, \033[34mbonus\033[0m\n");
+  } else {
+    std::cout << prompt_text << text << "\n";
+  }
   for (const auto& l : levels)
     std::fprintf(stderr, "[level %d] alpha %.3f, tau %.2f over %lld steps\n", l["level"].get<int>(),
                  l["alpha"].get<double>(), l["tau"].get<double>(), (long long)l["steps"].get<int64_t>());
@@ -137,6 +152,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     j["levels"] = levels;
     j["reretrieve"] = vm["reretrieve"].as<std::string>();
     j["retrieval_rebuilds"] = rebuilds;
+    j["token_kinds"] = kinds;
     j["model"] = path;
     j["device"] = device;
     j["n_prompt"] = prompt.size();

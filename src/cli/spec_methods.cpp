@@ -71,12 +71,20 @@ SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const st
   TF_CHECK(hier || policy.kind == spec::ReretrievePolicy::Kind::never,
            "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
   spec::ReretrieveMonitor monitor(policy);
+  std::string kinds;
+  auto record = [&](const spec::VerifyResult& vr) {
+    kinds.append(size_t(vr.accepted), 'a');
+    if (int64_t(vr.tokens.size()) > vr.accepted) kinds.push_back(vr.bonus ? 'b' : 'r');
+  };
   spec::ChainOptions opt;
   opt.max_context = capacity;
   spec::ChainResult r;
   if (!hier) {
     opt.gamma = {req.gamma1};
     spec::SpecChain chain(*drafter, {&target}, opt);
+    chain.on_step = [&](const spec::SpecChain&, const std::vector<int32_t>&, const spec::VerifyResult& vr) {
+      record(vr);
+    };
     r = chain.generate(prompt, max_new_tokens, sp, stops);
   } else {
     TF_CHECK(req.chunk >= 1 && req.budget >= req.chunk && req.budget % req.chunk == 0,
@@ -89,7 +97,8 @@ SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const st
     spec::ModelRunner top(target, capacity);
     opt.gamma = {req.gamma1, req.gamma2};
     spec::SpecChain chain({&middle, &top}, *drafter, opt);
-    chain.on_step = [&](const spec::SpecChain& c, const std::vector<int32_t>& ctx, const spec::VerifyResult&) {
+    chain.on_step = [&](const spec::SpecChain& c, const std::vector<int32_t>& ctx, const spec::VerifyResult& vr) {
+      record(vr);
       const auto& topm = c.metrics().back();
       if (monitor.after_step(int64_t(ctx.size() - prompt.size()), topm.drafted, topm.accepted)) middle.rebuild(ctx);
     };
@@ -99,6 +108,8 @@ SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const st
   SpecOutcome out;
   out.gen = r.gen;
   out.retrieval_rebuilds = monitor.rebuilds();
+  // A stop token or the token budget can cut the last step short.
+  out.token_kinds = kinds.substr(0, std::min(kinds.size(), r.gen.tokens.size()));
   out.levels = nlohmann::json::array();
   const size_t top_level = r.levels.size() - 1;
   for (size_t l = 1; l < r.levels.size(); ++l) {

@@ -33,6 +33,9 @@ struct SpecOutcome {
   GenerateResult gen;
   nlohmann::json levels;  // per verifier level: drafted, accepted, alpha, tau, histogram, avg_tokens
   int64_t retrieval_rebuilds = 0;  // re-retrievals after the initial build
+  // Per generated token, how the top level committed it: 'a' accepted draft,
+  // 'r' resampled after a rejection, 'b' bonus (everything accepted).
+  std::string token_kinds;
 };
 
 SpecOutcome run_spec_method(LlamaModel& target, const SpecRequest& req, const std::vector<int32_t>& prompt,
