@@ -1,0 +1,89 @@
+// Decode/verify attention on the GPU (Google Benchmark, manual CUDA-event time
+// after warm-up): one layer's KV read per call, reported in GB/s and as a
+// fraction of the measured 4.22 TB/s H200 HBM read peak. Shapes: Llama-2-7B
+// (32 heads, MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, bf16.
+#include <benchmark/benchmark.h>
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "attention_decode.cuh"
+#include "device_buffer.cuh"
+
+namespace {
+
+constexpr double kPeakBytesPerS = 4.22e12;  // measured H200 HBM read (results/h200)
+
+void BM_AttentionDecode(benchmark::State& state) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    cudaGetLastError();
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t len = state.range(0), kv_heads = state.range(1), n = state.range(2);
+  const int64_t heads = 32, hd = 128;
+  const size_t kv_bytes = size_t(kv_heads * len * hd * 2);
+  tf::cuda::DeviceBuffer k(kv_bytes), v(kv_bytes), q(size_t(n * heads * hd * 2)), out(size_t(n * heads * hd * 2));
+  cudaMemset(k.get(), 0x3c, kv_bytes);  // finite bf16 values; timing does not depend on them
+  cudaMemset(v.get(), 0x3c, kv_bytes);
+  cudaMemset(q.get(), 0x3c, q.bytes());
+  std::vector<int32_t> host_pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host_pos[size_t(i)] = int32_t(len - n + i);
+  const int32_t host_len = int32_t(len);
+  tf::cuda::DeviceBuffer d_len(4), d_pos(size_t(4 * n));
+  d_len.upload(&host_len, 4);
+  d_pos.upload(host_pos.data(), size_t(4 * n));
+
+  tf::cuda::AttentionDecodeParams p;
+  p.q = q.get();
+  p.k_cache = k.get();
+  p.v_cache = v.get();
+  p.out = out.get();
+  p.kv_length = d_len.as<int32_t>();
+  p.q_positions = d_pos.as<int32_t>();
+  p.n = n;
+  p.num_heads = heads;
+  p.num_kv_heads = kv_heads;
+  p.head_dim = hd;
+  p.capacity = len;
+  p.dtype = tf::DType::BF16;
+  tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
+  p.workspace = ws.as<float>();
+
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 5; ++i) tf::cuda::attention_decode(p);  // warm-up
+  cudaDeviceSynchronize();
+  for (auto _ : state) {
+    cudaEventRecord(e0);
+    tf::cuda::attention_decode(p);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    state.SetIterationTime(double(ms) / 1e3);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  const double bytes = 2.0 * double(kv_bytes);
+  state.SetBytesProcessed(int64_t(bytes) * state.iterations());
+  state.counters["frac_of_peak"] = benchmark::Counter(bytes / kPeakBytesPerS * double(state.iterations()),
+                                                      benchmark::Counter::kIsRate);
+  state.counters["splits"] = tf::cuda::attention_decode_num_splits(p);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t kvh : {32, 8})
+    for (int64_t len : {4096, 8192, 32768, 65536, 131072, 262144})
+      for (int64_t n : {1, 7}) b->Args({len, kvh, n});
+}
+BENCHMARK(BM_AttentionDecode)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+#endif
+
+BENCHMARK_MAIN();
