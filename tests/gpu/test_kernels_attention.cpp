@@ -7,6 +7,8 @@
 // SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
+#include "require_device.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,15 +36,6 @@ struct Case {
 };
 
 #ifdef TRIFORCE_HAVE_CUDA
-bool have_device() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
 void fill_uniform(std::vector<float>& v, size_t begin, size_t end, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
   for (size_t i = begin; i < end; ++i) {
@@ -114,12 +107,6 @@ void run_case(const Case& c) {
 
 }  // namespace
 
-#ifdef TRIFORCE_HAVE_CUDA
-#define REQUIRE_DEVICE() \
-  if (!have_device()) GTEST_SKIP() << "no CUDA device on this machine"
-#else
-#define REQUIRE_DEVICE() GTEST_SKIP() << "built without CUDA"
-#endif
 
 // Every short length x head_dim x MHA/GQA x dtype x {decode, 5-token verify}.
 TEST(KernelsAttention, ShortLengths) {

@@ -5,6 +5,8 @@
 // with NaN before each launch. SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
+#include "require_device.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,20 +27,6 @@
 
 namespace {
 
-#ifdef TRIFORCE_HAVE_CUDA
-bool have_device() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-#define REQUIRE_DEVICE() \
-  if (!have_device()) GTEST_SKIP() << "no CUDA device on this machine"
-#else
-#define REQUIRE_DEVICE() GTEST_SKIP() << "built without CUDA"
-#endif
 
 using tf::DType;
 

@@ -4,6 +4,8 @@
 // using the same tf::philox_uniform numbers. SKIPPED without CUDA or device.
 #include <gtest/gtest.h>
 
+#include "require_device.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,20 +26,6 @@ namespace {
 using tf::DType;
 const int64_t kVocabs[] = {1, 3, 127, 129, 4097, 65537, 128256};
 
-#ifdef TRIFORCE_HAVE_CUDA
-bool have_device() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-#define REQUIRE_DEVICE() \
-  if (!have_device()) GTEST_SKIP() << "no CUDA device on this machine"
-#else
-#define REQUIRE_DEVICE() GTEST_SKIP() << "built without CUDA"
-#endif
 
 std::vector<float> logits(int64_t n, int64_t V, uint32_t seed) {
   std::mt19937 g(seed);
