@@ -16,23 +16,14 @@
 #include "spec/retrieval_runner.h"
 #include "spec/stats.h"
 #include "spec/streaming_drafter.h"
+#include "tiny_model.h"
 
 using namespace tf;
 using namespace tf::spec;
 
 namespace {
 ModelConfig tiny(int64_t vocab = 32, int64_t layers = 2, int64_t hidden = 32) {
-  ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = hidden;
-  c.intermediate_size = hidden * 2;
-  c.num_layers = layers;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = hidden / 4;
-  c.max_position_embeddings = 512;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return tf::testing::tiny_llama_config(vocab, hidden, layers, 4, 2, hidden * 2);
 }
 std::vector<int32_t> seq(int64_t n, int64_t vocab, int64_t mul = 7) {
   std::vector<int32_t> t;

@@ -8,23 +8,14 @@
 #include "kv/streaming_cache.h"
 #include "spec/chain.h"
 #include "spec/streaming_drafter.h"
+#include "tiny_model.h"
 
 using namespace tf;
 using namespace tf::spec;
 
 namespace {
 ModelConfig tiny(int64_t vocab = 32, int64_t layers = 2) {
-  ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = 32;
-  c.intermediate_size = 48;
-  c.num_layers = layers;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 512;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return tf::testing::tiny_llama_config(vocab, 32, layers, 4, 2, 48);
 }
 std::vector<int32_t> seq(int64_t n, int64_t vocab) {
   std::vector<int32_t> t;

@@ -13,6 +13,7 @@
 #include "model/checkpoint.h"
 #include "spec/chain.h"
 #include "spec/stats.h"
+#include "tiny_model.h"
 
 using namespace tf;
 using namespace tf::spec;
@@ -40,17 +41,7 @@ Fixture& gqa() {
 }
 
 ModelConfig tiny_cfg(int64_t vocab, int64_t hidden, int64_t layers) {
-  ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = hidden;
-  c.intermediate_size = hidden * 2;
-  c.num_layers = layers;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = hidden / 2;
-  c.max_position_embeddings = 512;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return tf::testing::tiny_llama_config(vocab, hidden, layers, 2, 1, hidden * 2);
 }
 
 std::vector<int32_t> ar_greedy(LlamaModel& m, const std::vector<int32_t>& prompt, int64_t n) {

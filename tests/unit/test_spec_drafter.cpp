@@ -5,23 +5,14 @@
 #include <cmath>
 
 #include "spec/drafter.h"
+#include "tiny_model.h"
 
 using namespace tf;
 using namespace tf::spec;
 
 namespace {
 ModelConfig tiny(int64_t layers = 2) {
-  ModelConfig c;
-  c.vocab_size = 20;
-  c.hidden_size = 16;
-  c.intermediate_size = 32;
-  c.num_layers = layers;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 8;
-  c.max_position_embeddings = 256;
-  c.rms_norm_eps = 1e-5;
-  return c;
+  return tf::testing::tiny_llama_config(20, 16, layers, 2, 1, 32, 256);
 }
 }  // namespace
 
