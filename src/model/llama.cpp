@@ -7,14 +7,21 @@
 
 namespace tf {
 
-LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk)
-    : cfg_(std::move(cfg)), w_(std::move(w)), max_chunk_(max_chunk), rope_(cfg_) {
+LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist::Communicator* comm)
+    : cfg_(std::move(cfg)), w_(std::move(w)), comm_(comm), max_chunk_(max_chunk), rope_(cfg_) {
   TF_CHECK(max_chunk_ > 0, "LlamaModel: max_chunk must be positive");
-  TF_CHECK(w_.shard.size == 1, "LlamaModel: the CPU reference runs unsharded weights (got shard size "
-                                   << w_.shard.size << ")");
+  const int64_t comm_size = comm_ ? comm_->size() : 1;
+  TF_CHECK(w_.shard.size == comm_size, "LlamaModel: weights are shard " << w_.shard.rank << " of " << w_.shard.size
+                                                                       << " but the communicator has " << comm_size
+                                                                       << " ranks");
+  if (w_.shard.size == 1) {
+    w_.local_heads = cfg_.num_heads;
+    w_.local_kv_heads = cfg_.num_kv_heads;
+    w_.local_intermediate = cfg_.intermediate_size;
+  }
   TF_CHECK(int64_t(w_.layers.size()) == cfg_.num_layers,
            "LlamaModel: weights have " << w_.layers.size() << " layers, config " << cfg_.num_layers);
-  const int64_t C = max_chunk_, H = cfg_.num_heads, KH = cfg_.num_kv_heads, D = cfg_.head_dim;
+  const int64_t C = max_chunk_, H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim;
   tok_ = Tensor::cpu(DType::I32, {C});
   pos_ = Tensor::cpu(DType::I32, {C});
   x_ = Tensor::cpu(DType::F32, {C, cfg_.hidden_size});
@@ -24,15 +31,15 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk)
   k_ = Tensor::cpu(DType::F32, {C, KH, D});
   v_ = Tensor::cpu(DType::F32, {C, KH, D});
   att_ = Tensor::cpu(DType::F32, {C, H, D});
-  gate_ = Tensor::cpu(DType::F32, {C, cfg_.intermediate_size});
-  up_ = Tensor::cpu(DType::F32, {C, cfg_.intermediate_size});
+  gate_ = Tensor::cpu(DType::F32, {C, w_.local_intermediate});
+  up_ = Tensor::cpu(DType::F32, {C, w_.local_intermediate});
   cos_ = Tensor::cpu(DType::F32, {C, D / 2});
   sin_ = Tensor::cpu(DType::F32, {C, D / 2});
   inv_freq_ = Tensor::cpu(DType::F32, {D / 2});
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
-  return FullKVCache(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, capacity);
+  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity);
 }
 
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out) {
@@ -43,7 +50,7 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cach
 
 Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& tokens, FullKVCache& cache,
                                                 int64_t n_out, std::vector<std::vector<float>>& last_query) {
-  last_query.assign(size_t(cfg_.num_layers), std::vector<float>(size_t(cfg_.q_dim())));
+  last_query.assign(size_t(cfg_.num_layers), std::vector<float>(size_t(w_.local_heads * cfg_.head_dim)));
   capture_q_ = &last_query;
   try {
     Tensor out = forward(tokens, cache, n_out);
@@ -63,7 +70,7 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
            "forward: " << n << " tokens but " << positions.size() << " positions");
   if (n_out < 0) n_out = n;
   TF_CHECK(n_out <= n, "forward: asked for " << n_out << " logit rows of " << n << " tokens");
-  TF_CHECK(cache.num_layers() == cfg_.num_layers && cache.num_kv_heads() == cfg_.num_kv_heads &&
+  TF_CHECK(cache.num_layers() == cfg_.num_layers && cache.num_kv_heads() == w_.local_kv_heads &&
                cache.head_dim() == cfg_.head_dim,
            "forward: KV cache geometry does not match the model");
   TF_CHECK(cache.length() + n <= cache.capacity(),
@@ -103,7 +110,7 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
 void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                            const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row) {
   using ops::slice_rows;
-  const int64_t H = cfg_.num_heads, KH = cfg_.num_kv_heads, D = cfg_.head_dim;
+  const int64_t H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim;
   std::copy_n(tokens, n, tok_.ptr<int32_t>());
   std::copy_n(positions, n, pos_.ptr<int32_t>());
   std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
@@ -141,11 +148,13 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
     cache.write(l, slot, k.ptr<float>(), v.ptr<float>(), n);
     ops::attention(q, pos, cache.view(l), att, ap);
     ops::linear(att2, L.wo, proj);
+    if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
     ops::linear(xn, L.w_gate, gate);
     ops::linear(xn, L.w_up, up);
     ops::silu_mul(gate, up, gate);
     ops::linear(gate, L.w_down, proj);
+    if (comm_) comm_->allreduce_sum(proj);  // row-parallel down
     ops::add_inplace(x, proj);
   }
   if (logits_out && out_from < n) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/comm.h"
 #include "kv/full_cache.h"
 #include "model/config.h"
 #include "model/rope.h"
@@ -16,13 +17,17 @@ namespace tf {
 
 class LlamaModel {
  public:
-  LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk = 512);
+  // Sharded weights (w.shard.size > 1) need a communicator of that size: the
+  // rank computes its heads and intermediate slice, and the row-parallel o and
+  // down projections are summed over ranks. comm is not owned.
+  LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk = 512, dist::Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return cfg_; }
   const LlamaWeights& weights() const { return w_; }
   int64_t max_chunk() const { return max_chunk_; }
 
-  // A cache shaped for this model.
+  dist::Communicator* communicator() const { return comm_; }
+  // A cache shaped for this model (this rank's KV heads).
   FullKVCache make_cache(int64_t capacity) const;
 
   // Forward n new tokens at explicit positions, appending their K/V at slots
@@ -47,6 +52,7 @@ class LlamaModel {
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   ModelConfig cfg_;
   LlamaWeights w_;
+  dist::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
   Rope rope_;
   // scratch, [max_chunk, ...]
