@@ -4,7 +4,11 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/session.h"
+#include "core/device.h"
 #include "model/checkpoint.h"
+#include "model/memory_plan.h"
+#include "model/weights_device.h"
 #ifdef TRIFORCE_HAVE_CUDA
 #include "device_info.cuh"
 #endif
@@ -18,16 +22,27 @@ double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 int cmd_info(const std::vector<std::string>& args) {
   po::options_description desc("info options");
   desc.add_options()("model", po::value<std::string>(), "HF checkpoint folder or .gguf (default: the embedded model)")(
-      "context", po::value<int64_t>()->default_value(4096), "context length for the memory estimate");
+      "context", po::value<int64_t>()->default_value(4096), "context length for the memory estimate")(
+      "device", po::value<std::string>()->default_value("cuda"), "device of the memory plan: cpu | cuda")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "CUDA storage dtype: f16 | bf16")(
+      "method", po::value<std::string>()->default_value("ar"),
+      "method whose caches the plan includes (ar | spec | retrieval | streaming-hier | triforce | ngram-triforce)")(
+      "budget", po::value<int64_t>()->default_value(4096), "retrieval budget for the plan")(
+      "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size for the plan")(
+      "max-chunk", po::value<int64_t>()->default_value(0), "prefill chunk (0: 512 on CPU, 2048 on CUDA)")(
+      "tp", po::value<int64_t>()->default_value(1), "tensor-parallel ranks (per-rank plan)");
   po::variables_map vm;
   if (!parse("info", args, desc, vm)) return 0;
   const std::string path = vm.count("model") ? vm["model"].as<std::string>() : default_model_path();
   const int64_t context = vm["context"].as<int64_t>();
   TF_CHECK(context > 0, "--context: expected a positive token count, got " << context);
 
-  Checkpoint ck = open_checkpoint(path);
-  const ModelConfig& c = ck.config;
-  std::cout << "model: " << path << (ck.is_gguf ? " (GGUF)" : " (HF safetensors)") << "\n";
+  const bool synthetic = is_synthetic_path(path);
+  const ModelConfig c = peek_config(path);
+  std::cout << "model: " << path
+            << (synthetic ? " (synthetic)" : path.size() > 5 && path.substr(path.size() - 5) == ".gguf" ? " (GGUF)"
+                                                                                                       : " (HF safetensors)")
+            << "\n";
   std::cout << c.describe();
   const double params = double(c.param_count());
   std::printf("parameters: %.0f (%.1f M)\n", params, params / 1e6);
@@ -42,8 +57,32 @@ int cmd_info(const std::vector<std::string>& args) {
   if (context > c.max_position_embeddings)
     std::printf("note: context %lld exceeds max_position_embeddings %lld\n", (long long)context,
                 (long long)c.max_position_embeddings);
+  const std::string dev = vm["device"].as<std::string>(), dt = vm["dtype"].as<std::string>();
+  TF_CHECK(dev == "cpu" || dev == "cuda", "--device: expected cpu or cuda, got '" << dev << "'");
+  TF_CHECK(dt == "f16" || dt == "bf16", "--dtype: expected f16 or bf16, got '" << dt << "'");
+  PlanRequest pr;
+  pr.device = dev == "cuda" ? Device::CUDA : Device::CPU;
+  pr.dtype = pr.device == Device::CPU ? DType::F32 : dt == "f16" ? DType::F16 : DType::BF16;
+  pr.context = context;
+  const int64_t mc = vm["max-chunk"].as<int64_t>();
+  pr.max_chunk = mc > 0 ? mc : (pr.device == Device::CUDA ? 2048 : 512);
+  const std::string method = vm["method"].as<std::string>();
+  pr.retrieval = method == "triforce" || method == "retrieval" || method == "ngram-triforce";
+  pr.budget = vm["budget"].as<int64_t>();
+  pr.chunk = vm["chunk-size"].as<int64_t>();
+  pr.tp = vm["tp"].as<int64_t>();
+  const MemoryPlan plan = plan_memory(c, pr);
+  std::cout << "memory plan (" << dev << ", " << dtype_name(pr.dtype) << ", --method " << method << ", context "
+            << context << (pr.tp > 1 ? ", per rank of --tp " + std::to_string(pr.tp) : std::string()) << "):\n"
+            << plan.describe();
 #ifdef TRIFORCE_HAVE_CUDA
   std::cout << tf::cuda::device_summary();
+  if (pr.device == Device::CUDA && cuda_available()) {
+    size_t free_b = 0, total_b = 0;
+    device_memory(free_b, total_b);
+    std::printf("fits on this GPU: %s (%.2f GiB free)\n", plan.total() <= double(free_b) ? "yes" : "no",
+                double(free_b) / (1024.0 * 1024.0 * 1024.0));
+  }
 #else
   std::cout << "CUDA: not built\n";
 #endif

@@ -13,6 +13,8 @@ namespace tf::cli {
 int cmd_logits(const std::vector<std::string>& args) {
   po::options_description desc("logits options");
   desc.add_options()("model", po::value<std::string>(), "HF checkpoint folder or .gguf (default: the embedded model)")(
+      "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "CUDA storage dtype: f16 | bf16")(
       "tokens", po::value<std::string>(), "comma-separated token ids")(
       "tokens-file", po::value<std::string>(), "one id per line, or an .npy int32 array")(
       "out", po::value<std::string>(), "output .npy (float32 [n, vocab]) or .h5")(
@@ -31,7 +33,8 @@ int cmd_logits(const std::vector<std::string>& args) {
   }
   const std::string out = vm["out"].as<std::string>();
   Session s = open_session(vm.count("model") ? vm["model"].as<std::string>() : default_model_path(),
-                           int64_t(tokens.size()), /*with_tokenizer=*/false);
+                           int64_t(tokens.size()), /*with_tokenizer=*/false,
+                           parse_device(vm["device"].as<std::string>(), vm["dtype"].as<std::string>()));
   for (auto t : tokens)
     TF_CHECK(t < s.config().vocab_size, "--tokens: id " << t << " is outside the vocabulary of "
                                                         << s.config().vocab_size);

@@ -1,18 +1,68 @@
 #include "cli/session.h"
 
+#include "core/device.h"
+#include "model/weights_device.h"
+
 namespace tf::cli {
 
-Session open_session(const std::string& path, int64_t kv_capacity, bool with_tokenizer) {
+DeviceChoice parse_device(const std::string& device, const std::string& dtype) {
+  DeviceChoice d;
+  TF_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '" << device << "'");
+  if (device == "cpu") return d;
+#ifndef TRIFORCE_HAVE_CUDA
+  TF_FAIL("--device cuda: this build has no CUDA backend (configure with nvcc present)");
+#endif
+  TF_CHECK(cuda_available(), "--device cuda: no CUDA device is visible");
+  TF_CHECK(dtype == "f16" || dtype == "bf16", "--dtype: expected f16 or bf16, got '" << dtype << "'");
+  d.device = Device::CUDA;
+  d.dtype = dtype == "f16" ? DType::F16 : DType::BF16;
+  return d;
+}
+
+ModelConfig peek_config(const std::string& path) {
+  if (is_synthetic_path(path)) return synthetic_config(path);
+  return open_checkpoint(path).config;
+}
+
+Session open_session(const std::string& path, int64_t kv_capacity, bool with_tokenizer, const DeviceChoice& dev) {
   Session s;
   s.path = path;
-  Checkpoint ck = open_checkpoint(path);
+  s.dev = dev;
+  const bool synthetic = is_synthetic_path(path);
+  std::unique_ptr<Checkpoint> ck;
+  ModelConfig cfg;
+  if (synthetic) {
+    cfg = synthetic_config(path);
+  } else {
+    ck = std::make_unique<Checkpoint>(open_checkpoint(path));
+    cfg = ck->config;
+  }
+  const int64_t chunk = dev.max_chunk > 0 ? dev.max_chunk : (dev.device == Device::CUDA ? 2048 : 512);
+  PlanRequest pr = dev.plan;
+  pr.device = dev.device;
+  pr.dtype = dev.dtype;
+  pr.max_chunk = chunk;
+  pr.context = dev.plan_context > 0 ? dev.plan_context : (kv_capacity > 0 ? kv_capacity : 4096);
+  s.plan = plan_memory(cfg, pr);
+  if (dev.device == Device::CUDA) {
+    size_t free_b = 0, total_b = 0;
+    device_memory(free_b, total_b);
+    check_plan_fits(s.plan, double(free_b), "the GPU");
+  }
   // Tokenizer first: a bad tokenizer fails before the weights are read.
-  if (with_tokenizer) s.tokenizer = load_tokenizer(path);
-  LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
-  s.model = std::make_unique<LlamaModel>(ck.config, std::move(w));
-  if (kv_capacity > 0)
-    s.cache = std::make_unique<FullKVCache>(ck.config.num_layers, ck.config.num_kv_heads, ck.config.head_dim,
-                                            kv_capacity);
+  if (with_tokenizer) {
+    TF_CHECK(!synthetic, path << ": synthetic models have no tokenizer; give --prompt-tokens");
+    s.tokenizer = load_tokenizer(path);
+  }
+  LlamaWeights w;
+  if (synthetic) {
+    w = synthetic_weights(cfg, dev.device, dev.dtype);
+  } else {
+    w = LlamaWeights::load(*ck->weights, cfg);
+    if (dev.device == Device::CUDA) w = upload_weights(w, dev.device, dev.dtype);
+  }
+  s.model = std::make_unique<LlamaModel>(cfg, std::move(w), chunk);
+  if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
   return s;
 }
 

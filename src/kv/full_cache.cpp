@@ -2,22 +2,111 @@
 
 #include <algorithm>
 
+#include "core/device.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "elementwise.cuh"
+#endif
+
 namespace tf {
 
-FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity)
-    : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity) {
+FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity,
+                         Device device, DType dtype)
+    : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity), device_(device),
+      dtype_(dtype) {
   TF_CHECK(num_layers > 0 && num_kv_heads > 0 && head_dim > 0 && capacity > 0,
            "FullKVCache: bad geometry layers=" << num_layers << " kv_heads=" << num_kv_heads
                                                << " head_dim=" << head_dim << " capacity=" << capacity);
-  const size_t total = size_t(num_layers) * size_t(num_kv_heads) * size_t(capacity) * size_t(head_dim);
-  k_.assign(total, 0.0f);
-  v_.assign(total, 0.0f);
+  const int64_t total = num_layers * num_kv_heads * capacity * head_dim;
+  if (device_ == Device::CPU) {
+    TF_CHECK(dtype_ == DType::F32, "FullKVCache: a CPU cache stores f32, got " << dtype_name(dtype_));
+    k_.assign(size_t(total), 0.0f);
+    v_.assign(size_t(total), 0.0f);
+  } else {
+    TF_CHECK(dtype_ == DType::F16 || dtype_ == DType::BF16,
+             "FullKVCache: a CUDA cache stores f16 or bf16, got " << dtype_name(dtype_));
+    dk_ = empty_tensor(device_, dtype_, {total});
+    dv_ = empty_tensor(device_, dtype_, {total});
+    dlen_ = empty_tensor(device_, DType::I32, {1});
+  }
   positions_.assign(size_t(capacity), 0);
+}
+
+FullKVCache::FullKVCache(const FullKVCache& o)
+    : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
+      device_(o.device_), dtype_(o.dtype_), length_(o.length_), identity_(o.identity_), k_(o.k_), v_(o.v_),
+      positions_(o.positions_) {
+  if (device_ == Device::CUDA) {
+    dk_ = empty_tensor(device_, dtype_, o.dk_.shape);
+    dv_ = empty_tensor(device_, dtype_, o.dv_.shape);
+    dlen_ = empty_tensor(device_, DType::I32, {1});
+    copy_tensor(dk_, o.dk_);
+    copy_tensor(dv_, o.dv_);
+    copy_tensor(dlen_, o.dlen_);
+  }
+}
+
+FullKVCache& FullKVCache::operator=(const FullKVCache& o) {
+  if (this != &o) {
+    FullKVCache tmp(o);
+    *this = std::move(tmp);
+  }
+  return *this;
+}
+
+size_t FullKVCache::storage_bytes() const {
+  return 2 * size_t(layers_ * kv_heads_ * capacity_ * head_dim_) * dtype_size(dtype_);
+}
+
+void FullKVCache::sync_device_length() {
+  if (device_ != Device::CUDA) return;
+  const int32_t len = int32_t(length_);
+  copy_bytes(dlen_.data, Device::CUDA, &len, Device::CPU, sizeof(len));
+}
+
+Tensor FullKVCache::layer_k(int64_t layer) const {
+  TF_CHECK(layer >= 0 && layer < layers_, "KV cache: layer " << layer << " out of range " << layers_);
+  Tensor t;
+  t.dtype = dtype_;
+  t.device = device_;
+  t.shape = {kv_heads_, capacity_, head_dim_};
+  const size_t off = size_t(layer * kv_heads_ * capacity_ * head_dim_);
+  t.data = device_ == Device::CPU ? const_cast<float*>(k_.data()) + off
+                                  : static_cast<void*>(static_cast<uint8_t*>(dk_.data) + off * dtype_size(dtype_));
+  return t;
+}
+
+Tensor FullKVCache::layer_v(int64_t layer) const {
+  Tensor t = layer_k(layer);
+  const size_t off = size_t(layer * kv_heads_ * capacity_ * head_dim_);
+  t.data = device_ == Device::CPU ? const_cast<float*>(v_.data()) + off
+                                  : static_cast<void*>(static_cast<uint8_t*>(dv_.data) + off * dtype_size(dtype_));
+  return t;
+}
+
+void FullKVCache::write(int64_t layer, int64_t slot, const Tensor& k, const Tensor& v) {
+  TF_CHECK(k.device == device_ && v.device == device_ && k.dtype == dtype_ && v.dtype == dtype_,
+           "KV cache: write of " << dtype_name(k.dtype) << " rows into a " << dtype_name(dtype_) << " cache");
+  const int64_t n = k.shape.empty() ? 0 : k.shape[0];
+  TF_CHECK(k.numel() == n * kv_heads_ * head_dim_ && v.numel() == k.numel(),
+           "KV cache: write rows of shape " << shape_str(k.shape) << ", expected [n, " << kv_heads_ << ", "
+                                            << head_dim_ << "]");
+  if (device_ == Device::CPU) return write(layer, slot, k.ptr<float>(), v.ptr<float>(), n);
+  TF_CHECK(layer >= 0 && layer < layers_ && slot >= 0 && slot + n <= length_,
+           "KV cache: write of layer " << layer << " slots [" << slot << ", " << slot + n
+                                       << ") outside claimed length " << length_);
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda::KvWriteParams p;
+  p.k_cache = layer_k(layer).data, p.v_cache = layer_v(layer).data, p.k_new = k.data, p.v_new = v.data;
+  p.slot = slot, p.n = n, p.kv_heads = kv_heads_, p.head_dim = head_dim_, p.capacity = capacity_;
+  p.dtype = dtype_;
+  cuda::kv_write(p);
+#endif
 }
 
 void FullKVCache::truncate(int64_t n) {
   TF_CHECK(n >= 0 && n <= length_, "KV cache: cannot truncate to " << n << " (length " << length_ << ")");
   length_ = n;
+  sync_device_length();
   if (!identity_) {
     identity_ = true;
     for (int64_t j = 0; j < n && identity_; ++j) identity_ = positions_[size_t(j)] == j;
@@ -33,10 +122,12 @@ int64_t FullKVCache::append_slots(const int32_t* positions, int64_t n) {
     if (positions[i] != slot + i) identity_ = false;
   }
   length_ += n;
+  sync_device_length();
   return slot;
 }
 
 void FullKVCache::write(int64_t layer, int64_t slot, const float* k, const float* v, int64_t n) {
+  TF_CHECK(device_ == Device::CPU, "KV cache: host-pointer write into a CUDA cache");
   TF_CHECK(layer >= 0 && layer < layers_ && slot >= 0 && slot + n <= length_,
            "KV cache: write of layer " << layer << " slots [" << slot << ", " << slot + n
                                        << ") outside claimed length " << length_);
@@ -48,9 +139,11 @@ void FullKVCache::write(int64_t layer, int64_t slot, const float* k, const float
 }
 
 float* FullKVCache::k_at(int64_t layer, int64_t head, int64_t slot) {
+  TF_CHECK(device_ == Device::CPU, "KV cache: k_at on a CUDA cache (use layer_k)");
   return k_.data() + ((layer * kv_heads_ + head) * capacity_ + slot) * head_dim_;
 }
 float* FullKVCache::v_at(int64_t layer, int64_t head, int64_t slot) {
+  TF_CHECK(device_ == Device::CPU, "KV cache: v_at on a CUDA cache (use layer_v)");
   return v_.data() + ((layer * kv_heads_ + head) * capacity_ + slot) * head_dim_;
 }
 
@@ -58,15 +151,23 @@ ops::KVView FullKVCache::view(int64_t layer) const {
   TF_CHECK(layer >= 0 && layer < layers_, "KV cache: layer " << layer << " out of range " << layers_);
   ops::KVView v;
   const size_t off = size_t(layer * kv_heads_) * size_t(capacity_) * size_t(head_dim_);
-  v.k = k_.data() + off;
-  v.v = v_.data() + off;
+  if (device_ == Device::CUDA) {
+    v.dev_k = layer_k(layer).data;
+    v.dev_v = layer_v(layer).data;
+    v.dtype = dtype_;
+    v.dev_length = dlen_.ptr<int32_t>();
+    v.capacity = capacity_;
+  } else {
+    v.k = k_.data() + off;
+    v.v = v_.data() + off;
+  }
   v.length = length_;
   v.head_stride = capacity_ * head_dim_;
   v.token_stride = head_dim_;
   v.positions = identity_ ? nullptr : positions_.data();
   v.num_kv_heads = kv_heads_;
   v.head_dim = head_dim_;
-  v.device = Device::CPU;
+  v.device = device_;
   return v;
 }
 

@@ -1,6 +1,8 @@
 // FullKVCache: the plain, static KV cache. K and V are preallocated once as
-// f32 host arrays [layers][kv_heads][capacity][head_dim]; appending never
-// allocates, truncate(n) is the rollback (it only resets the length). Each
+// [layers][kv_heads][capacity][head_dim]: f32 host arrays on the CPU, f16/bf16
+// device arrays on CUDA (plus a device copy of the length for the kernels);
+// appending never allocates, truncate(n) is the rollback (it only resets the
+// length). Copies are deep on both devices (a prefill snapshot is a copy). Each
 // slot also records the position of the token stored in it, so attention can
 // mask causally by position. Attention reads it only through ops::KVView, so a
 // streaming or retrieval cache can hand attention views of its own.
@@ -14,7 +16,17 @@ namespace tf {
 
 class FullKVCache {
  public:
-  FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity);
+  FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity,
+              Device device = Device::CPU, DType dtype = DType::F32);
+  FullKVCache(const FullKVCache& o);
+  FullKVCache& operator=(const FullKVCache& o);
+  FullKVCache(FullKVCache&&) = default;
+  FullKVCache& operator=(FullKVCache&&) = default;
+
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  // Bytes of K and V storage.
+  size_t storage_bytes() const;
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
@@ -31,22 +43,32 @@ class FullKVCache {
   int64_t append_slots(const int32_t* positions, int64_t n);
 
   // Write K/V rows of one layer: k, v are [n, kv_heads, head_dim] for slots
-  // [slot, slot+n) (already claimed by append_slots).
+  // [slot, slot+n) (already claimed by append_slots). Host f32 caches only.
   void write(int64_t layer, int64_t slot, const float* k, const float* v, int64_t n);
+  // The same from tensors on the cache's device and dtype (any device).
+  void write(int64_t layer, int64_t slot, const Tensor& k, const Tensor& v);
+  // One layer's K or V storage [kv_heads, capacity, head_dim] as a tensor view.
+  Tensor layer_k(int64_t layer) const;
+  Tensor layer_v(int64_t layer) const;
 
   // What attention reads for one layer (all slots [0, length())).
   ops::KVView view(int64_t layer) const;
 
-  // Direct access: K/V of (layer, kv head, slot), head_dim floats each.
+  // Direct access: K/V of (layer, kv head, slot), head_dim floats each (host f32 caches only).
   float* k_at(int64_t layer, int64_t head, int64_t slot);
   float* v_at(int64_t layer, int64_t head, int64_t slot);
   int32_t position(int64_t slot) const { return positions_.at(size_t(slot)); }
 
  private:
+  void sync_device_length();
+
   int64_t layers_, kv_heads_, head_dim_, capacity_;
+  Device device_ = Device::CPU;
+  DType dtype_ = DType::F32;
   int64_t length_ = 0;
   bool identity_ = true;  // positions_[j] == j for every j < length_
-  std::vector<float> k_, v_;
+  std::vector<float> k_, v_;   // CPU storage
+  Tensor dk_, dv_, dlen_;      // CUDA storage and the device length (i32 [1])
   std::vector<int32_t> positions_;
 };
 

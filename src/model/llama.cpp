@@ -3,9 +3,16 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/device.h"
 #include "ops/ops.h"
 
 namespace tf {
+
+namespace {
+// Logit rows per lm_head launch on CUDA: bounds the f32 scratch to
+// rows * vocab (a 128K-vocab model would need 2 GB for a 4096-token chunk).
+constexpr int64_t kLogitRowsPerLaunch = 64;
+}  // namespace
 
 LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist::Communicator* comm)
     : cfg_(std::move(cfg)), w_(std::move(w)), comm_(comm), max_chunk_(max_chunk), rope_(cfg_) {
@@ -21,25 +28,43 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
   }
   TF_CHECK(int64_t(w_.layers.size()) == cfg_.num_layers,
            "LlamaModel: weights have " << w_.layers.size() << " layers, config " << cfg_.num_layers);
+  device_ = w_.embed.device;
+  dtype_ = w_.embed.dtype;
+  TF_CHECK(device_ == Device::CUDA || dtype_ == DType::F32,
+           "LlamaModel: CPU weights must be f32, got " << dtype_name(dtype_));
+  TF_CHECK(device_ == Device::CPU || dtype_ == DType::F16 || dtype_ == DType::BF16,
+           "LlamaModel: CUDA weights must be f16 or bf16, got " << dtype_name(dtype_));
   const int64_t C = max_chunk_, H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim;
-  tok_ = Tensor::cpu(DType::I32, {C});
-  pos_ = Tensor::cpu(DType::I32, {C});
-  x_ = Tensor::cpu(DType::F32, {C, cfg_.hidden_size});
-  xn_ = Tensor::cpu(DType::F32, {C, cfg_.hidden_size});
-  proj_ = Tensor::cpu(DType::F32, {C, cfg_.hidden_size});
-  q_ = Tensor::cpu(DType::F32, {C, H, D});
-  k_ = Tensor::cpu(DType::F32, {C, KH, D});
-  v_ = Tensor::cpu(DType::F32, {C, KH, D});
-  att_ = Tensor::cpu(DType::F32, {C, H, D});
-  gate_ = Tensor::cpu(DType::F32, {C, w_.local_intermediate});
-  up_ = Tensor::cpu(DType::F32, {C, w_.local_intermediate});
+  auto act = [&](std::vector<int64_t> shape) { return empty_tensor(device_, dtype_, std::move(shape)); };
+  x_ = act({C, cfg_.hidden_size});
+  xn_ = act({C, cfg_.hidden_size});
+  proj_ = act({C, cfg_.hidden_size});
+  q_ = act({C, H, D});
+  k_ = act({C, KH, D});
+  v_ = act({C, KH, D});
+  att_ = act({C, H, D});
+  gate_ = act({C, w_.local_intermediate});
+  up_ = act({C, w_.local_intermediate});
   cos_ = Tensor::cpu(DType::F32, {C, D / 2});
   sin_ = Tensor::cpu(DType::F32, {C, D / 2});
   inv_freq_ = Tensor::cpu(DType::F32, {D / 2});
+  if (device_ == Device::CPU) {
+    tok_ = Tensor::cpu(DType::I32, {C});
+    pos_ = Tensor::cpu(DType::I32, {C});
+  } else {
+    ints_host_ = Tensor::cpu(DType::I32, {4 * C});
+    ints_ = empty_tensor(device_, DType::I32, {4 * C});
+    auto part = [&](int i) { return ops::slice_rows(ints_, i * C, (i + 1) * C); };
+    tok_ = part(0), pos_ = part(1), slot_ = part(2), rows_ = part(3);
+    for (int64_t i = 0; i < C; ++i) ints_host_.ptr<int32_t>()[3 * C + i] = int32_t(i);
+    dcos_ = empty_tensor(device_, DType::F32, {C, D / 2});
+    dsin_ = empty_tensor(device_, DType::F32, {C, D / 2});
+    dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
+  }
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
-  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity);
+  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity, device_, dtype_);
 }
 
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out) {
@@ -70,11 +95,17 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
            "forward: " << n << " tokens but " << positions.size() << " positions");
   if (n_out < 0) n_out = n;
   TF_CHECK(n_out <= n, "forward: asked for " << n_out << " logit rows of " << n << " tokens");
+  TF_CHECK(cache.device() == device_ && cache.dtype() == dtype_,
+           "forward: a " << dtype_name(cache.dtype()) << " cache for a " << dtype_name(dtype_) << " model on "
+                         << (device_ == Device::CUDA ? "CUDA" : "the CPU"));
   TF_CHECK(cache.num_layers() == cfg_.num_layers && cache.num_kv_heads() == w_.local_kv_heads &&
                cache.head_dim() == cfg_.head_dim,
            "forward: KV cache geometry does not match the model");
   TF_CHECK(cache.length() + n <= cache.capacity(),
            "KV cache full: " << cache.length() << " + " << n << " tokens exceed capacity " << cache.capacity());
+  for (int64_t i = 0; i < n; ++i)
+    TF_CHECK(tokens[size_t(i)] >= 0 && tokens[size_t(i)] < cfg_.vocab_size,
+             "forward: token id " << tokens[size_t(i)] << " outside vocabulary of " << cfg_.vocab_size);
   std::vector<int32_t> pos32(static_cast<size_t>(n));
   int64_t pmax = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -107,18 +138,27 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   return logits;
 }
 
+void LlamaModel::upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot) {
+  const int64_t C = max_chunk_;
+  int32_t* h = ints_host_.ptr<int32_t>();
+  std::copy_n(tokens, n, h);
+  std::copy_n(positions, n, h + C);
+  for (int64_t i = 0; i < n; ++i) h[2 * C + i] = int32_t(first_slot + i);
+  // One copy for all four parts ([0, 3C + n) covers them; the iota part is constant).
+  copy_bytes(ints_.data, device_, h, Device::CPU, size_t(3 * C + n) * sizeof(int32_t));
+}
+
 void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                            const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row) {
   using ops::slice_rows;
+  const bool cuda = device_ == Device::CUDA;
   const int64_t H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim;
-  std::copy_n(tokens, n, tok_.ptr<int32_t>());
-  std::copy_n(positions, n, pos_.ptr<int32_t>());
   std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
-  Tensor tok = slice_rows(tok_, 0, n), pos = slice_rows(pos_, 0, n);
   Tensor x = slice_rows(x_, 0, n), xn = slice_rows(xn_, 0, n), proj = slice_rows(proj_, 0, n);
   Tensor q = slice_rows(q_, 0, n), k = slice_rows(k_, 0, n), v = slice_rows(v_, 0, n);
   Tensor att = slice_rows(att_, 0, n), gate = slice_rows(gate_, 0, n), up = slice_rows(up_, 0, n);
   Tensor cs = slice_rows(cos_, 0, n), sn = slice_rows(sin_, 0, n);
+  Tensor tok = slice_rows(tok_, 0, n), pos = slice_rows(pos_, 0, n);
   auto flat = [](const Tensor& t, int64_t cols) {  // [n, a, b] -> [n, a*b] view
     Tensor f = t;
     f.shape = {t.shape[0], cols};
@@ -132,21 +172,43 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   ap.num_kv_heads = KH;
   ap.head_dim = D;
 
-  ops::embedding(w_.embed, tok, x);
-  ops::rope_cos_sin(inv_freq_, pos, cs, sn, ops::RopeParams{rope.attention_scaling});
+  // The cos/sin rows are computed on the host in both cases (fp32, exactly as
+  // transformers does); CUDA gets them with the token ids in two small copies.
+  Tensor host_pos = Tensor::cpu(DType::I32, {n});
+  std::copy_n(positions, n, host_pos.ptr<int32_t>());
+  ops::rope_cos_sin(inv_freq_, host_pos, cs, sn, ops::RopeParams{rope.attention_scaling});
   const int64_t slot = cache.append_slots(positions, n);
+  Tensor dcs, dsn, rows, qslots;
+  if (cuda) {
+    upload_inputs(tokens, positions, n, slot);
+    dcs = slice_rows(dcos_, 0, n), dsn = slice_rows(dsin_, 0, n);
+    copy_tensor(dcs, cs);
+    copy_tensor(dsn, sn);
+    rows = slice_rows(rows_, 0, n), qslots = slice_rows(slot_, 0, n);
+  } else {
+    std::copy_n(tokens, n, tok.ptr<int32_t>());
+    std::copy_n(positions, n, pos.ptr<int32_t>());
+  }
+
+  ops::embedding(w_.embed, tok, x);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
     ops::rmsnorm(x, L.attn_norm, xn, np);
     ops::linear(xn, L.wq, q2);
     ops::linear(xn, L.wk, k2);
     ops::linear(xn, L.wv, v2);
-    ops::rope_apply(q, cs, sn);
-    ops::rope_apply(k, cs, sn);
-    if (capture_q_ && capture_last_row)
-      std::copy_n(q.ptr<float>() + (n - 1) * H * D, H * D, (*capture_q_)[size_t(l)].data());
-    cache.write(l, slot, k.ptr<float>(), v.ptr<float>(), n);
-    ops::attention(q, pos, cache.view(l), att, ap);
+    if (cuda) {
+      ops::rope_apply_rows(q, k, dcs, dsn, rows);
+    } else {
+      ops::rope_apply(q, cs, sn);
+      ops::rope_apply(k, cs, sn);
+    }
+    if (capture_q_ && capture_last_row) {
+      Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
+      std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
+    }
+    cache.write(l, slot, k, v);
+    ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     ops::linear(att2, L.wo, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
@@ -160,11 +222,23 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   if (logits_out && out_from < n) {
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
     ops::rmsnorm(xs, w_.final_norm, xo, np);
-    Tensor lg;
-    lg.data = logits_out;
-    lg.dtype = DType::F32;
-    lg.shape = {n - out_from, cfg_.vocab_size};
-    ops::linear(xo, w_.lm_head, lg);
+    const int64_t rows_out = n - out_from;
+    if (!cuda) {
+      Tensor lg;
+      lg.data = logits_out;
+      lg.dtype = DType::F32;
+      lg.shape = {rows_out, cfg_.vocab_size};
+      ops::linear(xo, w_.lm_head, lg);
+      return;
+    }
+    const int64_t block = dlogits_.shape[0];
+    for (int64_t r0 = 0; r0 < rows_out; r0 += block) {
+      const int64_t m = std::min(block, rows_out - r0);
+      Tensor lg = slice_rows(dlogits_, 0, m);
+      Tensor xr = slice_rows(xo, r0, r0 + m);
+      ops::linear(xr, w_.lm_head, lg);
+      copy_bytes(logits_out + r0 * cfg_.vocab_size, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+    }
   }
 }
 

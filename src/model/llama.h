@@ -1,7 +1,10 @@
-// LlamaModel: the fp32 CPU reference forward every later kernel and engine is
-// checked against. Flat forward over preallocated scratch (sized by the chunk
-// length); long calls are run in chunks of at most max_chunk tokens so memory
-// stays bounded. Matches HF LlamaForCausalLM (eager attention, fp32).
+// LlamaModel: one flat forward for both backends. Its device and dtype are
+// the weights': host f32 weights give the fp32 CPU reference every kernel and
+// engine is checked against (matches HF LlamaForCausalLM, eager, fp32);
+// CUDA f16/bf16 weights run the same op sequence on the kernels of kernels/.
+// Scratch is preallocated (sized by the chunk length); long calls run in
+// chunks of at most max_chunk tokens so memory stays bounded. Logits always
+// come back as host f32.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,6 +28,8 @@ class LlamaModel {
   const ModelConfig& config() const { return cfg_; }
   const LlamaWeights& weights() const { return w_; }
   int64_t max_chunk() const { return max_chunk_; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
 
   dist::Communicator* communicator() const { return comm_; }
   // A cache shaped for this model (this rank's KV heads).
@@ -55,8 +60,17 @@ class LlamaModel {
   dist::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
   Rope rope_;
-  // scratch, [max_chunk, ...]
-  Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_, cos_, sin_, inv_freq_;
+  void upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
+
+  Device device_ = Device::CPU;
+  DType dtype_ = DType::F32;
+  // scratch, [max_chunk, ...], on device_ (activations in dtype_)
+  Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  // host f32 rope rows for the chunk (the CPU computes them, as transformers does)
+  Tensor cos_, sin_, inv_freq_;
+  // CUDA only: packed i32 inputs [tokens | positions | query slots | 0..C-1],
+  // the rope rows on the device, and f32 logits rows
+  Tensor ints_host_, ints_, slot_, rows_, dcos_, dsin_, dlogits_;
 };
 
 // Greedy continuation: the n_new tokens argmax-decoded after `prompt`.

@@ -1,10 +1,12 @@
 // Every forward-pass op, declared once on tf::Tensor. Each op checks shapes
 // and dtypes (one-line tf::Error on mismatch) and dispatches on the device of
-// its tensors: CPU bodies live in ops/cpu/*.cpp; Device::CUDA throws
-// "not built with CUDA" until the CUDA bodies land behind TRIFORCE_HAVE_CUDA.
+// its tensors: CPU bodies live in ops/cpu/*.cpp (f32), CUDA bodies in
+// ops/cuda/*.cpp, which drive the kernels of kernels/ (f16/bf16 storage, fp32
+// math). A CPU-only build throws "built without CUDA" for CUDA tensors.
 //
-// Conventions: activations are row-major f32, one row per token; linear
-// weights are HF-shaped [out, in]; q/k are [n, heads, head_dim] (contiguous).
+// Conventions: activations are row-major, one row per token (f32 on CPU, the
+// weights' f16/bf16 on CUDA); linear weights are HF-shaped [out, in]; q/k are
+// [n, heads, head_dim] (contiguous). On CUDA, linear may write f32 y (logits).
 #pragma once
 #include <cstdint>
 
@@ -47,6 +49,10 @@ void rope_cos_sin(const Tensor& inv_freq, const Tensor& positions, Tensor& cos, 
 // convention (pairs are (i, i+half)): x1' = x1*c - x2*s, x2' = x2*c + x1*s.
 void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin);
 
+// q [n, heads, hd] and k [n, kv_heads, hd] rotated in place with row rows[i]
+// of the cos/sin tables (f32 [table_rows, half]); one launch on CUDA.
+void rope_apply_rows(Tensor& q, Tensor& k, const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows);
+
 // ---- SwiGLU: out = silu(gate) * up; all [n, inter]; out may alias gate ----
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 
@@ -64,6 +70,14 @@ struct KVView {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   Device device = Device::CPU;
+  // A CUDA view (device == CUDA): k/v above stay null; these point at one
+  // layer's [kv_heads, capacity, head_dim] in `dtype`, and dev_length at a
+  // device copy of `length` (so a captured launch can read it).
+  const void* dev_k = nullptr;
+  const void* dev_v = nullptr;
+  DType dtype = DType::F32;
+  const int32_t* dev_length = nullptr;
+  int64_t capacity = 0;
 };
 struct AttentionParams {
   int64_t num_heads = 0;
@@ -74,6 +88,9 @@ struct AttentionParams {
 };
 // q f32 [n, heads, hd]; q_positions i32 [n]; out f32 [n, heads, hd].
 // Causal by position: the query at position p sees slots whose position <= p.
+// On CUDA, q_positions holds each query's SLOT instead (device caches store
+// tokens in position order and the queries are the newest slots, so "slot <=
+// query slot" is the same mask), and ignores kv.positions.
 // GQA: query head h reads kv head h / (heads / kv_heads). Softmax in fp32,
 // max-subtracted. A query that sees no key gets a zero output row.
 void attention(const Tensor& q, const Tensor& q_positions, const KVView& kv, Tensor& out,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/ops.h"
+#include "ops/cuda/ops_cuda.h"
 
 namespace tf::ops {
 
@@ -135,6 +136,7 @@ Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
 }
 
 void embedding(const Tensor& table, const Tensor& tokens, Tensor& out) {
+  if (table.device == Device::CUDA) return cuda_body::embedding(table, tokens, out);
   expect("embedding", "table", table, DType::F32, 2);
   expect("embedding", "tokens", tokens, DType::I32, 1);
   expect("embedding", "out", out, DType::F32, 2);
@@ -150,6 +152,7 @@ void embedding(const Tensor& table, const Tensor& tokens, Tensor& out) {
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p) {
+  if (x.device == Device::CUDA) return cuda_body::rmsnorm(x, weight, out, p);
   expect("rmsnorm", "x", x, DType::F32, 2);
   expect("rmsnorm", "weight", weight, DType::F32, 1);
   expect("rmsnorm", "out", out, DType::F32, 2);
@@ -163,6 +166,7 @@ void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormPa
 }
 
 void add_inplace(Tensor& residual, const Tensor& x) {
+  if (residual.device == Device::CUDA) return cuda_body::add_inplace(residual, x);
   expect("add_inplace", "residual", residual, DType::F32, int(residual.shape.size()));
   expect("add_inplace", "x", x, DType::F32, int(residual.shape.size()));
   TF_CHECK(residual.shape == x.shape, "add_inplace: shapes " << shape_str(residual.shape) << " and "
@@ -175,6 +179,7 @@ void add_inplace(Tensor& residual, const Tensor& x) {
 
 void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out,
                  const RmsNormParams& p) {
+  if (residual.device == Device::CUDA) return cuda_body::add_rmsnorm(residual, x, weight, out, p);
   expect("add_rmsnorm", "residual", residual, DType::F32, 2);
   expect("add_rmsnorm", "x", x, DType::F32, 2);
   expect("add_rmsnorm", "weight", weight, DType::F32, 1);
@@ -194,6 +199,7 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
 }
 
 void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
+  if (x.device == Device::CUDA) return cuda_body::linear(x, weight, y);
   expect("linear", "x", x, DType::F32, 2);
   expect("linear", "weight", weight, DType::F32, 2);
   expect("linear", "y", y, DType::F32, 2);
@@ -256,7 +262,39 @@ void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin) {
   }
 }
 
+void rope_apply_rows(Tensor& q, Tensor& k, const Tensor& cos, const Tensor& sin, const Tensor& rows) {
+  if (q.device == Device::CUDA) return cuda_body::rope_apply_at(q, &k, cos, sin, rows);
+  expect("rope_apply_rows", "q", q, DType::F32, 3);
+  expect("rope_apply_rows", "k", k, DType::F32, 3);
+  expect("rope_apply_rows", "cos", cos, DType::F32, 2);
+  expect("rope_apply_rows", "sin", sin, DType::F32, 2);
+  expect("rope_apply_rows", "rows", rows, DType::I32, 1);
+  const int64_t n = q.shape[0], half = cos.shape[1];
+  TF_CHECK(k.shape[0] == n && rows.shape[0] == n && q.shape[2] == 2 * half && k.shape[2] == 2 * half &&
+               sin.shape == cos.shape,
+           "rope_apply_rows: q " << shape_str(q.shape) << " k " << shape_str(k.shape) << " tables "
+                                 << shape_str(cos.shape) << " do not match");
+  for (Tensor* x : {&q, &k}) {
+    const int64_t H = x->shape[1];
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t r = rows.ptr<int32_t>()[i];
+      TF_CHECK(r >= 0 && r < cos.shape[0], "rope_apply_rows: row " << r << " outside table of " << cos.shape[0]);
+      const float* c = cos.ptr<float>() + int64_t(r) * half;
+      const float* sn = sin.ptr<float>() + int64_t(r) * half;
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = x->ptr<float>() + (i * H + h) * 2 * half;
+        for (int64_t j = 0; j < half; ++j) {
+          const float x1 = v[j], x2 = v[j + half];
+          v[j] = x1 * c[j] - x2 * sn[j];
+          v[j + half] = x2 * c[j] + x1 * sn[j];
+        }
+      }
+    }
+  }
+}
+
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  if (gate.device == Device::CUDA) return cuda_body::silu_mul(gate, up, out);
   expect("silu_mul", "gate", gate, DType::F32, 2);
   expect("silu_mul", "up", up, DType::F32, 2);
   expect("silu_mul", "out", out, DType::F32, 2);
@@ -275,6 +313,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
 
 void attention(const Tensor& q, const Tensor& q_positions, const KVView& kv, Tensor& out,
                const AttentionParams& p) {
+  if (q.device == Device::CUDA) return cuda_body::attention(q, q_positions, kv, out, p);
   expect("attention", "q", q, DType::F32, 3);
   expect("attention", "q_positions", q_positions, DType::I32, 1);
   expect("attention", "out", out, DType::F32, 3);
@@ -342,6 +381,7 @@ void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p) 
 }
 
 void argmax(const Tensor& x, Tensor& out) {
+  if (x.device == Device::CUDA) return cuda_body::argmax(x, out);
   expect("argmax", "x", x, DType::F32, 2);
   expect("argmax", "out", out, DType::I32, 1);
   TF_CHECK(out.shape[0] == x.shape[0], "argmax: out " << shape_str(out.shape) << " for x " << shape_str(x.shape));

@@ -1,0 +1,46 @@
+// Small elementwise kernels the model needs besides the fused ones: residual
+// add, a KV write at a host-known slot, and seeded random fills for the
+// synthetic benchmark models (weights made on the device, nothing on disk).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tf::cuda {
+
+struct AddParams {
+  void* residual = nullptr;  // [count] in/out
+  const void* x = nullptr;   // [count]
+  int64_t count = 0;
+  DType dtype = DType::BF16;
+};
+// residual += x in fp32, rounded once.
+void add_inplace(const AddParams& p, cudaStream_t stream = nullptr);
+
+struct KvWriteParams {
+  void* k_cache = nullptr;      // one layer: [kv_heads, capacity, head_dim]
+  void* v_cache = nullptr;
+  const void* k_new = nullptr;  // [n, kv_heads, head_dim]
+  const void* v_new = nullptr;
+  int64_t slot = 0;             // first destination slot
+  int64_t n = 0, kv_heads = 0, head_dim = 0, capacity = 0;
+  DType dtype = DType::BF16;
+};
+void kv_write(const KvWriteParams& p, cudaStream_t stream = nullptr);
+
+struct RandomFillParams {
+  void* out = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::BF16;    // f32, f16 or bf16
+  uint64_t seed = 0;
+  float mean = 0.0f;            // normal(mean, scale) when uniform == false
+  float scale = 0.02f;          // uniform: [mean - scale, mean + scale)
+  bool uniform = false;
+};
+// Element i uses Philox draws (seed, 2i) and (seed, 2i + 1) (Box-Muller), so a
+// fill is reproducible and independent of the launch shape.
+void random_fill(const RandomFillParams& p, cudaStream_t stream = nullptr);
+
+}  // namespace tf::cuda

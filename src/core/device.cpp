@@ -1,0 +1,141 @@
+#include "core/device.h"
+
+#include <cstring>
+
+#include "core/half.h"
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace tf {
+
+namespace {
+
+#ifdef TRIFORCE_HAVE_CUDA
+void cuda_ok(cudaError_t e, const char* what, size_t bytes = 0) {
+  if (e == cudaSuccess) return;
+  if (e == cudaErrorMemoryAllocation)
+    TF_FAIL("CUDA out of memory: " << what << " of " << bytes << " bytes failed (the memory plan should have "
+                                   << "refused this request; see `triforce info`)");
+  TF_FAIL("CUDA error " << cudaGetErrorName(e) << " in " << what << ": " << cudaGetErrorString(e));
+}
+cudaMemcpyKind kind_of(Device dst, Device src) {
+  if (dst == Device::CUDA && src == Device::CUDA) return cudaMemcpyDeviceToDevice;
+  if (dst == Device::CUDA) return cudaMemcpyHostToDevice;
+  if (src == Device::CUDA) return cudaMemcpyDeviceToHost;
+  return cudaMemcpyHostToHost;
+}
+#else
+[[noreturn]] void no_cuda(const char* what) {
+  TF_FAIL(what << ": Device::CUDA requested but triforce was built without CUDA");
+}
+#endif
+
+}  // namespace
+
+bool cuda_available() {
+#ifdef TRIFORCE_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
+
+Tensor empty_tensor(Device dev, DType dt, std::vector<int64_t> shape) {
+  if (dev == Device::CPU) return Tensor::cpu(dt, std::move(shape));
+  Tensor t;
+  t.dtype = dt;
+  t.device = Device::CUDA;
+  t.shape = std::move(shape);
+#ifdef TRIFORCE_HAVE_CUDA
+  void* p = nullptr;
+  const size_t bytes = t.bytes();
+  if (bytes) {
+    cuda_ok(cudaMalloc(&p, bytes), "cudaMalloc", bytes);
+    cuda_ok(cudaMemset(p, 0, bytes), "cudaMemset");
+  }
+  t.data = p;
+  t.owner = std::shared_ptr<void>(p, [](void* q) {
+    if (q) cudaFree(q);
+  });
+  return t;
+#else
+  no_cuda("empty_tensor");
+#endif
+}
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_dev == Device::CPU && src_dev == Device::CPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda_ok(cudaMemcpy(dst, src, bytes, kind_of(dst_dev, src_dev)), "cudaMemcpy");
+#else
+  no_cuda("copy_bytes");
+#endif
+}
+
+void copy_tensor(Tensor& dst, const Tensor& src) {
+  TF_CHECK(dst.bytes() == src.bytes(), "copy_tensor: " << shape_str(src.shape) << " " << dtype_name(src.dtype)
+                                                       << " into " << shape_str(dst.shape) << " "
+                                                       << dtype_name(dst.dtype));
+  copy_bytes(dst.data, dst.device, src.data, src.device, src.bytes());
+}
+
+void fill_zero(Tensor& t) {
+  if (t.device == Device::CPU) {
+    std::memset(t.data, 0, t.bytes());
+    return;
+  }
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda_ok(cudaMemset(t.data, 0, t.bytes()), "cudaMemset");
+#else
+  no_cuda("fill_zero");
+#endif
+}
+
+void device_synchronize() {
+#ifdef TRIFORCE_HAVE_CUDA
+  if (cuda_available()) cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#endif
+}
+
+void device_memory(size_t& free_bytes, size_t& total_bytes) {
+  free_bytes = total_bytes = 0;
+#ifdef TRIFORCE_HAVE_CUDA
+  if (cuda_available()) cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+#endif
+}
+
+Tensor to_host_f32(const Tensor& t) {
+  Tensor h = Tensor::cpu(t.dtype, t.shape);
+  copy_bytes(h.data, Device::CPU, t.data, t.device, t.bytes());
+  if (t.dtype == DType::F32 || t.dtype == DType::I32) return h;
+  Tensor f = Tensor::cpu(DType::F32, t.shape);
+  const uint16_t* s = h.ptr<uint16_t>();
+  float* d = f.ptr<float>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) d[i] = t.dtype == DType::F16 ? f16_to_f32(s[i]) : bf16_to_f32(s[i]);
+  return f;
+}
+
+Tensor to_device_as(const Tensor& host, Device dev, DType dt) {
+  TF_CHECK(host.device == Device::CPU && host.dtype == DType::F32,
+           "to_device_as: expected a host f32 tensor, got " << dtype_name(host.dtype));
+  Tensor out = empty_tensor(dev, dt, host.shape);
+  if (dt == DType::F32) {
+    copy_tensor(out, host);
+    return out;
+  }
+  TF_CHECK(dt == DType::F16 || dt == DType::BF16, "to_device_as: unsupported dtype " << dtype_name(dt));
+  std::vector<uint16_t> h(static_cast<size_t>(host.numel()));
+  const float* s = host.ptr<float>();
+  for (size_t i = 0; i < h.size(); ++i) h[i] = dt == DType::F16 ? f32_to_f16(s[i]) : f32_to_bf16(s[i]);
+  copy_bytes(out.data, dev, h.data(), Device::CPU, h.size() * 2);
+  return out;
+}
+
+}  // namespace tf

@@ -1,0 +1,32 @@
+// Device memory for Tensors. Host builds can name Device::CUDA but any attempt
+// to allocate or copy there fails with one line; CUDA builds use cudaMalloc
+// and cudaMemcpy (synchronous with respect to the default stream, so a host
+// reader never sees a half-finished copy).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tf {
+
+bool cuda_available();  // built with CUDA and a device is visible
+
+// Zero-initialised tensor on `dev`.
+Tensor empty_tensor(Device dev, DType dt, std::vector<int64_t> shape);
+// Byte copy between any two devices; dst.bytes() == src.bytes() required.
+void copy_tensor(Tensor& dst, const Tensor& src);
+// Raw byte copies (for caches and small uploads).
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void fill_zero(Tensor& t);
+// Waits for every queued device op (no-op on CPU builds).
+void device_synchronize();
+// Bytes free and total on the current CUDA device (0, 0 without CUDA).
+void device_memory(size_t& free_bytes, size_t& total_bytes);
+
+// A host f32 copy of any tensor (converts f16/bf16; i32 is not converted).
+Tensor to_host_f32(const Tensor& t);
+// A copy of a host f32 tensor on `dev` stored as `dt` (f32/f16/bf16).
+Tensor to_device_as(const Tensor& host_f32, Device dev, DType dt);
+
+}  // namespace tf

@@ -1,0 +1,86 @@
+#include "model/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace tf {
+
+namespace {
+double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+}  // namespace
+
+double MemoryPlan::total() const {
+  double t = 0;
+  for (const auto& i : items) t += i.bytes;
+  return t;
+}
+
+std::string MemoryPlan::describe() const {
+  std::ostringstream os;
+  char buf[160];
+  for (const auto& i : items) {
+    std::snprintf(buf, sizeof buf, "  %-44s %10.3f GiB\n", i.what.c_str(), gib(i.bytes));
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "  %-44s %10.3f GiB\n", "total", gib(total()));
+  os << buf;
+  return os.str();
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
+  TF_CHECK(r.tp >= 1 && c.num_kv_heads % r.tp == 0,
+           "memory plan: tensor-parallel size " << r.tp << " does not divide " << c.num_kv_heads << " KV heads");
+  const double es = double(dtype_size(r.dtype));
+  const double kvh = double(c.num_kv_heads / r.tp), h = double(c.num_heads / r.tp);
+  const double inter = double((c.intermediate_size + r.tp - 1) / r.tp), hd = double(c.head_dim);
+  const double per_layer = es * (2 * double(c.hidden_size) +                   // norms
+                                 (h + 2 * kvh) * hd * double(c.hidden_size) +  // q, k, v
+                                 h * hd * double(c.hidden_size) +              // o
+                                 3 * inter * double(c.hidden_size));           // gate, up, down
+  const double embed = es * double(c.vocab_size) * double(c.hidden_size);
+  MemoryPlan p;
+  p.items.push_back({"weights", per_layer * double(c.num_layers) + embed * (c.tie_word_embeddings ? 1 : 2) +
+                                    es * double(c.hidden_size)});
+  const double kv_token = 2.0 * double(c.num_layers) * kvh * hd * es;
+  p.items.push_back({"full KV cache (" + std::to_string(r.context) + " tokens)", kv_token * double(r.context)});
+  if (r.retrieval)
+    p.items.push_back({"retrieval KV cache (budget " + std::to_string(r.budget) + ")",
+                       kv_token * double(r.budget + r.chunk + r.retrieval_tail)});
+  if (r.streaming_draft && r.draft.num_layers > 0) {
+    const double dkv = 2.0 * double(r.draft.num_layers) * double(r.draft.num_kv_heads) * double(r.draft.head_dim) * es;
+    p.items.push_back({"draft StreamingLLM cache", dkv * double(r.draft_window + 64)});
+  }
+  const double C = double(r.max_chunk);
+  const double scratch = es * C * (3 * double(c.hidden_size) + (2 * h + 2 * kvh) * hd + 2 * inter);
+  p.items.push_back({"activation scratch (chunk " + std::to_string(r.max_chunk) + ")", scratch});
+  if (r.device == Device::CUDA) {
+    p.items.push_back({"logits rows (f32)", 4.0 * std::min(64.0, C) * double(c.vocab_size)});
+    // Split-KV partials: up to 32 queries x heads x (head_dim + 1) floats x splits.
+    p.items.push_back({"attention split workspace", 4.0 * 32 * h * (hd + 1) * 1024});
+    p.items.push_back({"CUDA context, cuBLAS workspace (reserve)", 1.0 * 1024 * 1024 * 1024});
+  }
+  return p;
+}
+
+void check_plan_fits(const MemoryPlan& plan, double free_bytes, const std::string& where) {
+  if (plan.total() <= free_bytes) return;
+  auto items = plan.items;
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  std::ostringstream os;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", gib(plan.total()));
+  os << "memory plan does not fit on " << where << ": needs " << buf;
+  std::snprintf(buf, sizeof buf, "%.2f GiB", gib(free_bytes));
+  os << " but " << buf << " are free (";
+  for (size_t i = 0; i < std::min<size_t>(2, items.size()); ++i) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", gib(items[i].bytes));
+    os << (i ? ", " : "") << items[i].what << " " << buf;
+  }
+  os << "); lower --context or --budget";
+  TF_FAIL(os.str());
+}
+
+}  // namespace tf

@@ -1,0 +1,121 @@
+#include "model/weights_device.h"
+
+#include "core/device.h"
+#include "io/hf_config.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "elementwise.cuh"
+#endif
+
+namespace tf {
+
+LlamaWeights upload_weights(const LlamaWeights& h, Device dev, DType dt) {
+  LlamaWeights w;
+  w.shard = h.shard;
+  w.local_heads = h.local_heads, w.local_kv_heads = h.local_kv_heads, w.local_intermediate = h.local_intermediate;
+  auto up = [&](const Tensor& t) { return to_device_as(t, dev, dt); };
+  w.embed = up(h.embed);
+  w.final_norm = up(h.final_norm);
+  w.lm_head = h.lm_head.data == h.embed.data ? w.embed : up(h.lm_head);
+  for (const LayerWeights& L : h.layers) {
+    LayerWeights d;
+    d.attn_norm = up(L.attn_norm), d.mlp_norm = up(L.mlp_norm);
+    d.wq = up(L.wq), d.wk = up(L.wk), d.wv = up(L.wv), d.wo = up(L.wo);
+    d.w_gate = up(L.w_gate), d.w_up = up(L.w_up), d.w_down = up(L.w_down);
+    w.layers.push_back(std::move(d));
+  }
+  return w;
+}
+
+namespace {
+
+// The published config.json of each model, trimmed to what the forward reads.
+struct Synthetic {
+  const char* name;
+  const char* config_json;
+};
+const Synthetic kSynthetic[] = {
+    {"llama2-7b-128k",  // NousResearch/Yarn-Llama-2-7b-128k
+     R"({"architectures":["LlamaForCausalLM"],"hidden_size":4096,"intermediate_size":11008,
+        "num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":32,"vocab_size":32000,
+        "max_position_embeddings":131072,"rms_norm_eps":1e-5,"rope_theta":10000.0,
+        "rope_scaling":{"type":"yarn","factor":32.0,"original_max_position_embeddings":4096},
+        "bos_token_id":1,"eos_token_id":2,"tie_word_embeddings":false,"torch_dtype":"bfloat16"})"},
+    {"llama3.1-8b",  // meta-llama/Llama-3.1-8B
+     R"({"architectures":["LlamaForCausalLM"],"hidden_size":4096,"intermediate_size":14336,
+        "num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":8,"vocab_size":128256,
+        "max_position_embeddings":131072,"rms_norm_eps":1e-5,"rope_theta":500000.0,
+        "rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
+                        "original_max_position_embeddings":8192},
+        "bos_token_id":128000,"eos_token_id":128001,"tie_word_embeddings":false,"torch_dtype":"bfloat16"})"},
+    {"smollm2-135m",  // HuggingFaceTB/SmolLM2-135M
+     R"({"architectures":["LlamaForCausalLM"],"hidden_size":576,"intermediate_size":1536,
+        "num_hidden_layers":30,"num_attention_heads":9,"num_key_value_heads":3,"vocab_size":49152,
+        "max_position_embeddings":8192,"rms_norm_eps":1e-5,"rope_theta":100000.0,
+        "bos_token_id":0,"eos_token_id":0,"tie_word_embeddings":true,"torch_dtype":"bfloat16"})"},
+};
+const std::string kPrefix = "synthetic:";
+
+const Synthetic& find(const std::string& path) {
+  const std::string name = path.substr(kPrefix.size());
+  for (const auto& s : kSynthetic)
+    if (name == s.name) return s;
+  std::string names;
+  for (const auto& s : kSynthetic) names += std::string(names.empty() ? "" : ", ") + kPrefix + s.name;
+  TF_FAIL("--target " << path << ": unknown synthetic model; expected one of " << names);
+}
+
+}  // namespace
+
+bool is_synthetic_path(const std::string& path) { return path.rfind(kPrefix, 0) == 0; }
+
+std::vector<std::string> synthetic_model_names() {
+  std::vector<std::string> v;
+  for (const auto& s : kSynthetic) v.push_back(kPrefix + s.name);
+  return v;
+}
+
+ModelConfig synthetic_config(const std::string& path) {
+  const Synthetic& s = find(path);
+  return config_from_hf_json_text(s.config_json, path);
+}
+
+LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed) {
+  if (dev == Device::CPU) {
+    TF_CHECK(dt == DType::F32, "synthetic weights on the CPU are f32");
+    return LlamaWeights::random(cfg, seed);
+  }
+#ifdef TRIFORCE_HAVE_CUDA
+  uint64_t stream = seed * 1000003ull;
+  auto fill = [&](std::vector<int64_t> shape, bool norm) {
+    Tensor t = empty_tensor(dev, dt, std::move(shape));
+    cuda::RandomFillParams p;
+    p.out = t.data, p.count = t.numel(), p.dtype = dt, p.seed = ++stream;
+    p.mean = norm ? 1.0f : 0.0f, p.scale = norm ? 0.2f : 0.02f, p.uniform = norm;
+    cuda::random_fill(p);
+    return t;
+  };
+  const int64_t hd = cfg.head_dim, hid = cfg.hidden_size, inter = cfg.intermediate_size;
+  LlamaWeights w;
+  w.local_heads = cfg.num_heads, w.local_kv_heads = cfg.num_kv_heads, w.local_intermediate = inter;
+  w.embed = fill({cfg.vocab_size, hid}, false);
+  w.final_norm = fill({hid}, true);
+  w.lm_head = cfg.tie_word_embeddings ? w.embed : fill({cfg.vocab_size, hid}, false);
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    LayerWeights L;
+    L.attn_norm = fill({hid}, true), L.mlp_norm = fill({hid}, true);
+    L.wq = fill({cfg.num_heads * hd, hid}, false);
+    L.wk = fill({cfg.num_kv_heads * hd, hid}, false);
+    L.wv = fill({cfg.num_kv_heads * hd, hid}, false);
+    L.wo = fill({hid, cfg.num_heads * hd}, false);
+    L.w_gate = fill({inter, hid}, false), L.w_up = fill({inter, hid}, false);
+    L.w_down = fill({hid, inter}, false);
+    w.layers.push_back(std::move(L));
+  }
+  device_synchronize();
+  return w;
+#else
+  TF_FAIL("synthetic weights on CUDA: triforce was built without CUDA");
+#endif
+}
+
+}  // namespace tf

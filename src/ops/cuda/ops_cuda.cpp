@@ -1,0 +1,222 @@
+#include "ops/cuda/ops_cuda.h"
+
+#include <algorithm>
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include "activation.cuh"
+#include "attention_decode.cuh"
+#include "attention_generic.cuh"
+#include "common.cuh"
+#include "elementwise.cuh"
+#include "embedding.cuh"
+#include "gemm.cuh"
+#include "rmsnorm.cuh"
+#include "rope.cuh"
+#include "sampling.cuh"
+#endif
+
+namespace tf::ops::cuda_body {
+
+#ifdef TRIFORCE_HAVE_CUDA
+
+namespace {
+
+void expect_dev(const char* op, const char* what, const Tensor& t, int rank) {
+  TF_CHECK(t.device == Device::CUDA, op << ": tensors on different devices (" << what << " is on the CPU, the others on CUDA)");
+  TF_CHECK(t.data != nullptr || t.numel() == 0, op << ": " << what << " has no data");
+  TF_CHECK(rank < 0 || int(t.shape.size()) == rank,
+           op << ": " << what << " has shape " << shape_str(t.shape) << ", expected rank " << rank);
+}
+void expect_half(const char* op, const char* what, const Tensor& t, DType dt) {
+  TF_CHECK(t.dtype == dt, op << ": " << what << " is " << dtype_name(t.dtype) << ", expected " << dtype_name(dt));
+  TF_CHECK(cuda::is_half_dtype(dt), op << ": CUDA activations are f16/bf16, got " << dtype_name(dt));
+}
+int64_t rowlen(const Tensor& t) { return t.shape.empty() ? 1 : t.numel() / t.shape[0]; }
+
+// Split-KV scratch for attention, grown to the largest request and kept
+// (the model sizes it once, up front, through its first forward).
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  float* get(size_t need) {
+    if (need > bytes) {
+      if (ptr) CUDA_CHECK(cudaFree(ptr));
+      ptr = nullptr;
+      CUDA_CHECK(cudaMalloc(&ptr, need));
+      bytes = need;
+    }
+    return static_cast<float*>(ptr);
+  }
+};
+Workspace& workspace() {
+  static Workspace w;
+  return w;
+}
+
+}  // namespace
+
+void embedding(const Tensor& table, const Tensor& tokens, Tensor& out) {
+  expect_dev("embedding", "table", table, 2);
+  expect_dev("embedding", "tokens", tokens, 1);
+  expect_dev("embedding", "out", out, 2);
+  expect_half("embedding", "out", out, table.dtype);
+  TF_CHECK(tokens.dtype == DType::I32, "embedding: tokens must be i32");
+  TF_CHECK(out.shape[0] == tokens.shape[0] && out.shape[1] == table.shape[1], "embedding: out shape "
+                                                                                 << shape_str(out.shape));
+  cuda::EmbeddingParams p;
+  p.table = table.data, p.tokens = tokens.ptr<int32_t>(), p.out = out.data;
+  p.n = tokens.shape[0], p.vocab = table.shape[0], p.d = table.shape[1], p.dtype = table.dtype;
+  cuda::embedding(p);
+}
+
+void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& rp) {
+  expect_dev("rmsnorm", "x", x, 2);
+  expect_dev("rmsnorm", "weight", weight, 1);
+  expect_dev("rmsnorm", "out", out, 2);
+  expect_half("rmsnorm", "x", x, weight.dtype);
+  expect_half("rmsnorm", "out", out, weight.dtype);
+  TF_CHECK(out.shape == x.shape && weight.shape[0] == x.shape[1], "rmsnorm: shapes do not match");
+  cuda::RmsNormParams p;
+  p.x = x.data, p.weight = weight.data, p.out = out.data, p.n = x.shape[0], p.d = x.shape[1];
+  p.eps = rp.eps, p.dtype = x.dtype;
+  cuda::rmsnorm(p);
+}
+
+void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& rp) {
+  expect_dev("add_rmsnorm", "residual", residual, 2);
+  expect_dev("add_rmsnorm", "x", x, 2);
+  expect_dev("add_rmsnorm", "weight", weight, 1);
+  expect_dev("add_rmsnorm", "out", out, 2);
+  for (const Tensor* t : {static_cast<const Tensor*>(&residual), &x, static_cast<const Tensor*>(&out)}) expect_half("add_rmsnorm", "tensor", *t, weight.dtype);
+  TF_CHECK(residual.shape == x.shape && out.shape == x.shape && weight.shape[0] == x.shape[1],
+           "add_rmsnorm: shapes do not match");
+  cuda::RmsNormParams p;
+  p.residual = residual.data, p.x = x.data, p.weight = weight.data, p.out = out.data;
+  p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype;
+  cuda::rmsnorm(p);
+}
+
+void add_inplace(Tensor& residual, const Tensor& x) {
+  expect_dev("add_inplace", "residual", residual, -1);
+  expect_dev("add_inplace", "x", x, -1);
+  expect_half("add_inplace", "x", x, residual.dtype);
+  TF_CHECK(residual.shape == x.shape, "add_inplace: shapes differ");
+  cuda::AddParams p;
+  p.residual = residual.data, p.x = x.data, p.count = x.numel(), p.dtype = x.dtype;
+  cuda::add_inplace(p);
+}
+
+void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
+  expect_dev("linear", "x", x, 2);
+  expect_dev("linear", "weight", weight, 2);
+  expect_dev("linear", "y", y, 2);
+  expect_half("linear", "x", x, weight.dtype);
+  TF_CHECK(y.dtype == x.dtype || y.dtype == DType::F32,
+           "linear: y is " << dtype_name(y.dtype) << ", expected " << dtype_name(x.dtype) << " or f32");
+  TF_CHECK(weight.shape[1] == x.shape[1] && y.shape[0] == x.shape[0] && y.shape[1] == weight.shape[0],
+           "linear: x " << shape_str(x.shape) << " . W " << shape_str(weight.shape) << "^T into y "
+                        << shape_str(y.shape) << " do not match");
+  cuda::GemmParams p;
+  p.x = x.data, p.w = weight.data, p.y = y.data, p.n = x.shape[0], p.in = x.shape[1], p.out = weight.shape[0];
+  p.dtype = x.dtype, p.y_dtype = y.dtype;
+  cuda::gemm(p);
+}
+
+void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows) {
+  expect_dev("rope_apply_rows", "q", q, 3);
+  expect_dev("rope_apply_rows", "cos", cos, 2);
+  expect_dev("rope_apply_rows", "rows", rows, 1);
+  TF_CHECK(cos.dtype == DType::F32 && sin.dtype == DType::F32 && rows.dtype == DType::I32,
+           "rope_apply_rows: tables must be f32 and rows i32");
+  TF_CHECK(q.shape[2] == 2 * cos.shape[1] && sin.shape == cos.shape && rows.shape[0] == q.shape[0],
+           "rope_apply_rows: shapes do not match");
+  cuda::RopeParams p;
+  p.q = q.data, p.k = k ? k->data : nullptr, p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>();
+  p.positions = rows.ptr<int32_t>(), p.n = q.shape[0], p.q_heads = q.shape[1], p.k_heads = k ? k->shape[1] : 0;
+  p.head_dim = q.shape[2], p.table_rows = cos.shape[0], p.dtype = q.dtype;
+  if (k) {
+    expect_half("rope_apply_rows", "k", *k, q.dtype);
+    TF_CHECK(k->shape[0] == q.shape[0] && k->shape[2] == q.shape[2], "rope_apply_rows: k shape mismatch");
+  }
+  cuda::rope(p);
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  expect_dev("silu_mul", "gate", gate, -1);
+  expect_dev("silu_mul", "up", up, -1);
+  expect_dev("silu_mul", "out", out, -1);
+  expect_half("silu_mul", "up", up, gate.dtype);
+  expect_half("silu_mul", "out", out, gate.dtype);
+  TF_CHECK(gate.shape == up.shape && out.shape == gate.shape, "silu_mul: shapes differ");
+  cuda::SiluMulParams p;
+  p.gate = gate.data, p.up = up.data, p.out = out.data, p.count = gate.numel(), p.dtype = gate.dtype;
+  cuda::silu_mul(p);
+}
+
+void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& ap) {
+  expect_dev("attention", "q", q, 3);
+  expect_dev("attention", "q_slots", q_slots, 1);
+  expect_dev("attention", "out", out, 3);
+  expect_half("attention", "out", out, q.dtype);
+  TF_CHECK(kv.device == Device::CUDA && kv.dev_k && kv.dev_v && kv.dev_length,
+           "attention: the KV view is not a CUDA cache view");
+  TF_CHECK(kv.dtype == q.dtype, "attention: KV is " << dtype_name(kv.dtype) << ", q " << dtype_name(q.dtype));
+  TF_CHECK(q.shape[1] == ap.num_heads && q.shape[2] == ap.head_dim && out.shape == q.shape &&
+               q_slots.shape[0] == q.shape[0] && kv.num_kv_heads == ap.num_kv_heads,
+           "attention: q " << shape_str(q.shape) << " does not match heads=" << ap.num_heads);
+  const int64_t n = q.shape[0];
+  if (ap.head_dim != 64 && ap.head_dim != 128) {  // tiny test models: the simple kernel
+    cuda::AttentionGenericParams g;
+    g.q = q.data, g.k_cache = kv.dev_k, g.v_cache = kv.dev_v, g.out = out.data, g.kv_length = kv.dev_length;
+    g.q_slots = q_slots.ptr<int32_t>(), g.n = n, g.num_heads = ap.num_heads, g.num_kv_heads = ap.num_kv_heads;
+    g.head_dim = ap.head_dim, g.head_stride = kv.head_stride, g.token_stride = kv.token_stride;
+    g.scale = ap.scale, g.dtype = q.dtype;
+    cuda::attention_generic(g);
+    return;
+  }
+  const int64_t per = 32;  // the decode kernel's query limit; longer calls go block by block
+  const int64_t row = ap.num_heads * ap.head_dim;
+  for (int64_t i0 = 0; i0 < n; i0 += per) {
+    const int64_t m = std::min(per, n - i0);
+    cuda::AttentionDecodeParams p;
+    p.q = static_cast<const uint8_t*>(q.data) + size_t(i0 * row) * dtype_size(q.dtype);
+    p.out = static_cast<uint8_t*>(out.data) + size_t(i0 * row) * dtype_size(q.dtype);
+    p.k_cache = kv.dev_k, p.v_cache = kv.dev_v, p.kv_length = kv.dev_length;
+    p.q_positions = q_slots.ptr<int32_t>() + i0;
+    p.n = m, p.num_heads = ap.num_heads, p.num_kv_heads = ap.num_kv_heads, p.head_dim = ap.head_dim;
+    p.capacity = kv.capacity, p.head_stride = kv.head_stride, p.token_stride = kv.token_stride;
+    p.max_length = std::max<int64_t>(1, kv.length);
+    p.scale = ap.scale, p.dtype = q.dtype;
+    p.workspace = workspace().get(cuda::attention_decode_workspace_bytes(p));
+    cuda::attention_decode(p);
+  }
+}
+
+void argmax(const Tensor& x, Tensor& out) {
+  expect_dev("argmax", "x", x, 2);
+  expect_dev("argmax", "out", out, 1);
+  TF_CHECK(x.dtype == DType::F32 && out.dtype == DType::I32 && out.shape[0] == x.shape[0],
+           "argmax: expected f32 [n, vocab] into i32 [n]");
+  cuda::ArgmaxParams p;
+  p.x = x.ptr<float>(), p.out = out.ptr<int32_t>(), p.n = x.shape[0], p.vocab = x.shape[1];
+  cuda::argmax(p);
+}
+
+#else  // built without CUDA
+
+namespace {
+[[noreturn]] void none(const char* op) { TF_FAIL(op << ": tensor is on CUDA but triforce was built without CUDA"); }
+}  // namespace
+void embedding(const Tensor&, const Tensor&, Tensor&) { none("embedding"); }
+void rmsnorm(const Tensor&, const Tensor&, Tensor&, const RmsNormParams&) { none("rmsnorm"); }
+void add_rmsnorm(Tensor&, const Tensor&, const Tensor&, Tensor&, const RmsNormParams&) { none("add_rmsnorm"); }
+void add_inplace(Tensor&, const Tensor&) { none("add_inplace"); }
+void linear(const Tensor&, const Tensor&, Tensor&) { none("linear"); }
+void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&) { none("rope_apply_rows"); }
+void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
+void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
+void argmax(const Tensor&, Tensor&) { none("argmax"); }
+
+#endif
+
+}  // namespace tf::ops::cuda_body

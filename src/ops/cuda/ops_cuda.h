@@ -1,0 +1,19 @@
+// CUDA bodies of ops/ops.h, called by the dispatching ops when a tensor lives
+// on Device::CUDA. Each validates dtypes and shapes, then launches the kernel
+// of kernels/ on the default stream. Built without CUDA, each throws.
+#pragma once
+#include "ops/ops.h"
+
+namespace tf::ops::cuda_body {
+
+void embedding(const Tensor& table, const Tensor& tokens, Tensor& out);
+void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
+void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
+void add_inplace(Tensor& residual, const Tensor& x);
+void linear(const Tensor& x, const Tensor& weight, Tensor& y);
+void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
+void argmax(const Tensor& x, Tensor& out);
+
+}  // namespace tf::ops::cuda_body

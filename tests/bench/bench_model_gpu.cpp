@@ -1,0 +1,109 @@
+// Whole-model steps of the synthetic 7B shapes on one GPU: a decode step and
+// a 7-token verification at contexts 8K..128K, and prefill at 8K..128K.
+// The floor of a step is (weight bytes + KV bytes read) / 4.22 TB/s, the
+// measured HBM read peak of the H200. Steps are timed on the host around
+// LlamaModel::forward, which ends with the logits' device-to-host copy, so the
+// time is the full latency a caller sees (launches included), after warm-up.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "core/device.h"
+#include "model/llama.h"
+#include "model/weights_device.h"
+
+using namespace tf;
+
+namespace {
+
+constexpr double kPeakBytesPerS = 4.22e12;
+constexpr int64_t kMaxContext = 131072 + 64;
+
+struct Loaded {
+  ModelConfig cfg;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<FullKVCache> cache;
+};
+
+Loaded& get(const std::string& name) {
+  static std::map<std::string, Loaded> models;
+  auto it = models.find(name);
+  if (it != models.end()) return it->second;
+  // Only one model resident at a time (a 7B with a 128K cache is ~82 GB).
+  models.clear();
+  Loaded& l = models[name];
+  l.cfg = synthetic_config(name);
+  l.model = std::make_unique<LlamaModel>(l.cfg, synthetic_weights(l.cfg, Device::CUDA, DType::BF16), 2048);
+  l.cache = std::make_unique<FullKVCache>(l.model->make_cache(kMaxContext));
+  return l;
+}
+
+double weight_bytes(const ModelConfig& c) { return double(c.param_count()) * 2.0; }
+double kv_bytes(const ModelConfig& c, int64_t ctx) { return 2.0 * c.num_layers * c.kv_dim() * 2.0 * double(ctx); }
+
+// Claim `len` slots (positions 0..len-1) without computing them: a step's cost
+// does not depend on the cached values.
+void set_length(FullKVCache& cache, int64_t len) {
+  cache.truncate(0);
+  std::vector<int32_t> pos(static_cast<size_t>(len));
+  for (int64_t i = 0; i < len; ++i) pos[size_t(i)] = int32_t(i);
+  cache.append_slots(pos.data(), len);
+}
+
+void step(benchmark::State& state, const std::string& name, int64_t n_tokens) {
+  Loaded& l = get(name);
+  const int64_t ctx = state.range(0);
+  set_length(*l.cache, ctx - n_tokens);
+  std::vector<int32_t> toks(static_cast<size_t>(n_tokens), 17);
+  std::vector<int64_t> pos(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) pos[size_t(i)] = ctx - n_tokens + i;
+  for (int i = 0; i < 3; ++i) {  // warm-up
+    l.model->forward(toks, pos, *l.cache, n_tokens);
+    l.cache->truncate(ctx - n_tokens);
+  }
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    l.model->forward(toks, pos, *l.cache, n_tokens);
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+    l.cache->truncate(ctx - n_tokens);
+  }
+  const double floor_s = (weight_bytes(l.cfg) + kv_bytes(l.cfg, ctx)) / kPeakBytesPerS;
+  state.counters["floor_ms"] = floor_s * 1e3;
+  state.counters["ms"] = benchmark::Counter(1e3, benchmark::Counter::kAvgIterations);
+  state.counters["floor_fraction"] = benchmark::Counter(floor_s, benchmark::Counter::kAvgIterationsRate);
+  state.SetLabel(name + " n=" + std::to_string(n_tokens));
+}
+
+void prefill(benchmark::State& state, const std::string& name) {
+  Loaded& l = get(name);
+  const int64_t n = state.range(0);
+  std::vector<int32_t> toks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = int32_t((i * 7919) % l.cfg.vocab_size);
+  for (auto _ : state) {
+    l.cache->truncate(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    l.model->forward(toks, *l.cache, 1);
+    const auto t1 = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  state.counters["s"] = benchmark::Counter(1, benchmark::Counter::kAvgIterations);
+  state.counters["tokens_per_s"] = benchmark::Counter(double(n), benchmark::Counter::kAvgIterationsRate);
+  state.SetLabel(name);
+}
+
+void BM_Decode7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 1); }
+void BM_Verify7_7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 7); }
+void BM_Prefill7B(benchmark::State& s) { prefill(s, "synthetic:llama2-7b-128k"); }
+void BM_Decode8B_GQA(benchmark::State& s) { step(s, "synthetic:llama3.1-8b", 1); }
+
+}  // namespace
+
+BENCHMARK(BM_Decode7B)->Arg(8192)->Arg(32768)->Arg(131072)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Verify7_7B)->Arg(8192)->Arg(131072)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill7B)->Arg(8192)->Arg(32768)->Arg(131072)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_Decode8B_GQA)->Arg(32768)->Arg(131072)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
