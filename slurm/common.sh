@@ -44,7 +44,7 @@ Common options (defaults in brackets):
                         [$TRIFORCE_BIN, else triforce on PATH, else <repo>/build/triforce]
   --sbatch-arg ARG      one more sbatch argument, e.g. --sbatch-arg=--qos=high (repeatable)
   --srun-arg ARG        one more srun argument inside the job (repeatable)
-  --wait                block until the last job ends and exit with its status
+  --wait                block until the jobs end; exit non-zero unless all COMPLETED
   -- ARGS...            everything after -- is passed to triforce
 EOF
 }
@@ -133,8 +133,26 @@ tf_job_states() {
   fi
 }
 
-# After `sbatch --wait`, which exits 0 even for a job cancelled by its
-# dependency: fails unless every task of job $1 COMPLETED.
+# Blocks until jobs "$@" have left the queue. Polls squeue (every second at
+# first, then up to every 10 s) instead of `sbatch --wait`, which keeps waiting
+# on a controller that is gone; fails when squeue fails 10 times in a row.
+tf_wait_jobs() {
+  local ids failures=0 t=0 out
+  ids=$(IFS=,; echo "$*")
+  while true; do
+    if out=$(squeue -h -j "$ids" -o %i 2>/dev/null); then
+      failures=0
+      [[ -n $out ]] || return 0
+    else
+      ((++failures < 10)) || { echo "$(basename "$0"): squeue keeps failing; is slurmctld up?" >&2; return 1; }
+    fi
+    sleep $((t < 30 ? 1 : (t < 300 ? 5 : 10)))
+    t=$((t + 1))
+  done
+}
+
+# After the wait (plain `sbatch --wait` even exits 0 for a job its dependency
+# cancelled): fails unless every task of job $1 COMPLETED.
 tf_require_completed() {
   local states bad
   states=$(tf_job_states "$1")

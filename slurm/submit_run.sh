@@ -31,18 +31,16 @@ tf_finish_common
 tf_sbatch_common
 tf_sbatch_resources
 tf_sbatch+=(--job-name="${tf_job_name:-triforce-run}" --output="$tf_logs/%x_%j.out")
-((tf_wait == 0)) || tf_sbatch+=(--wait)
 
 args=(generate --device "$(tf_device)")
 [[ -z $tf_config ]] || args+=(--config "$tf_config")
 [[ -z $tf_model ]] || args+=(--target "$tf_model")
 args+=("${tf_passthrough[@]}")
 
-set +e
 job=$(sbatch "${tf_sbatch[@]}" "$TF_SLURM_DIR/run.sbatch" "${args[@]}")
-rc=$?
-set -e
-[[ -n $job ]] || exit "$((rc == 0 ? 1 : rc))"
 job=${job%%;*}
 echo "$job"
-((tf_wait == 0)) || { tf_require_completed "$job" || exit 1; exit "$rc"; }
+if ((tf_wait == 1)); then
+  tf_wait_jobs "$job"
+  tf_require_completed "$job"
+fi

@@ -74,16 +74,11 @@ tf_time=$merge_time
 tf_sbatch_common
 merge_cmd=("${tf_sbatch[@]}" --job-name="$name-merge" --nodes=1 --ntasks=1
   --dependency="afterok:$array_job" --kill-on-invalid-dep=yes --output="$tf_logs/%x_%j.out")
-((tf_wait == 0)) || merge_cmd+=(--wait)
-set +e
 merge_job=$(sbatch "${merge_cmd[@]}" "$TF_SLURM_DIR/merge.sbatch" "$outdir/merged.h5" "${shard_files[@]}")
-rc=$?
-set -e
-[[ -n $merge_job ]] || exit "$((rc == 0 ? 1 : rc))"
 merge_job=${merge_job%%;*}
 echo "merge $merge_job"
 if ((tf_wait == 1)); then
-  tf_require_completed "$array_job" || exit 1
-  tf_require_completed "$merge_job" || exit 1
-  exit "$rc"
+  tf_wait_jobs "$array_job" "$merge_job"
+  tf_require_completed "$array_job"
+  tf_require_completed "$merge_job"
 fi

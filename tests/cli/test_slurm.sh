@@ -5,6 +5,8 @@
 #     equal a single-process run's.
 #  2. slurm/submit_sweep.sh: the CI smoke sweep as a 2-task job array, then the
 #     dependent merge; the merged file holds every grid point exactly once.
+#  3. slurm/submit_run.sh --gpus 2 on a node with 2 placeholder GPUs (gres): a
+#     probe in place of triforce checks ranks, local ids and CUDA_VISIBLE_DEVICES.
 # Skips (77) when slurm-wlm/munge are not installed or we are not root (slurmd
 # must be root to start jobs).
 set -euo pipefail
@@ -45,8 +47,8 @@ bash "$repo/tests/slurm/slurm_cluster.sh" start "$cluster"
 export SLURM_CONF=$cluster/slurm.conf
 cd "$tmp"
 submit=(--gpus 0 --triforce "$bin" --logs "$tmp/logs" --time 00:05:00 --wait)
-# sbatch --wait outlives a dead controller: bound every submission, so nothing
-# lingers after a SIGKILL of this test.
+# Bound every submission (--wait polls squeue), so nothing lingers long after
+# a SIGKILL of this test.
 run_submit() { timeout 300 "$repo/slurm/$1" "${submit[@]}" "${@:2}"; }
 
 # 1. One run, 2 ranks, on a fixture whose 4 heads divide by 2.
@@ -75,5 +77,35 @@ PY
 # 2. The sweep as a job array, then the merge.
 if ! "$bin" sweep --help >/dev/null 2>&1; then
   echo "triforce sweep not built yet: the array sweep part did not run"
+fi
+
+# 3. The GPU path of the scripts, on a node with placeholder GPUs as gres: the
+# probe stands in for triforce and prints what each rank was given.
+bash "$repo/tests/slurm/slurm_cluster.sh" stop "$cluster"
+if ! SLURM_TEST_GPUS=2 bash "$repo/tests/slurm/slurm_cluster.sh" start "$cluster" >"$tmp/gres.txt" 2>&1; then
+  # Placeholder GPUs need mknod; without it the gres path is not checked.
+  grep -q mknod "$tmp/gres.txt" || { cat "$tmp/gres.txt"; exit 1; }
+  echo "mknod not permitted here: the gres part did not run"
   exit 0
 fi
+cat >"$tmp/probe" <<'SH'
+#!/usr/bin/env bash
+echo "probe rank=$SLURM_PROCID local=$SLURM_LOCALID gpus=${CUDA_VISIBLE_DEVICES:-none} nvls=${NCCL_NVLS_ENABLE:-unset} args=$*"
+SH
+chmod +x "$tmp/probe"
+job=$(timeout 300 "$repo/slurm/submit_run.sh" --gpus 2 --triforce "$tmp/probe" --logs "$tmp/logs" \
+  --time 00:02:00 --job-name gres --wait --config "$repo/configs/demo.ini")
+python3 - "$tmp/logs/gres_$job.out" <<'PY'
+import sys
+rows = [dict(kv.split("=", 1) for kv in line.split()[1:5]) | {"args": line.split("args=", 1)[1].split()}
+        for line in open(sys.argv[1]) if line.startswith("probe ")]
+assert sorted(r["rank"] for r in rows) == ["0", "1"], rows
+assert sorted(r["local"] for r in rows) == ["0", "1"], rows
+assert all(r["gpus"] == "0,1" for r in rows), f"every rank should see both GPUs: {rows}"
+assert all(r["nvls"] == "0" for r in rows), rows
+for r in rows:
+    a = r["args"]
+    assert a[0] == "generate" and a[a.index("--device") + 1] == "cuda", a
+    assert a[a.index("--config") + 1].endswith("configs/demo.ini"), a
+print("gres ok: --gres=gpu:2, 2 ranks with local ids 0,1, each sees CUDA_VISIBLE_DEVICES=0,1, --device cuda")
+PY
