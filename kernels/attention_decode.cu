@@ -1,13 +1,17 @@
 #include <climits>
 
 #include "attention_decode.cuh"
+#include "attention_mma.cuh"
 #include "common.cuh"
 
 namespace tf::cuda {
 namespace {
 
-constexpr int kWarps = 8;   // warps per split CTA
-constexpr int kTile = 32;   // KV slots per shared-memory tile (one per lane when scoring)
+constexpr int kWarps = 4;             // warps per split CTA; each takes 16 slots of every tile
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 16;             // query rows per CTA: one m16 tile
+constexpr int kTile = 16 * kWarps;    // KV slots per pipeline stage
+constexpr int kStages = 3;            // tiles in flight: two load while one is consumed
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct SplitArgs {
@@ -24,117 +28,175 @@ struct SplitArgs {
   float scale_log2;
 };
 
-// grid = (splits, kv_heads); block = kWarps warps. Query row r of the CTA is
-// token r / G, head kvh * G + r % G; warp w owns rows [w * RPW, (w + 1) * RPW).
-template <class T, int D, int RPW>
-__global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(SplitArgs a) {
-  constexpr int PL = D / 32;  // output dims per lane
-  extern __shared__ float smem[];
-  float* q_s = smem;                       // [kWarps * RPW][D], pre-scaled by scale * log2(e)
-  float* k_s = q_s + kWarps * RPW * D;     // [kTile][D + 1]
-  float* v_s = k_s + kTile * (D + 1);      // [kTile][D]
+template <int D> constexpr size_t split_smem_bytes() {
+  const size_t tiles = sizeof(uint16_t) * (size_t(kRows) * D + size_t(kStages) * 2 * kTile * D);
+  const size_t merge = sizeof(float) * size_t(kWarps) * kRows * (D + 2);
+  return tiles > merge ? tiles : merge;
+}
 
-  const int split = blockIdx.x, kvh = blockIdx.y;
+// grid = (row groups, splits, kv heads); block = 4 warps. Query row r of kv
+// head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
+// [16 * group, 16 * group + 16) as one mma M tile, so the whole GQA group (and
+// every verify token) shares each K/V tile it loads. The groups of one split
+// sit next to each other in the grid and read the same tiles through L2.
+// Warp w scores and accumulates slots [16w, 16w + 16) of each tile with its
+// own online softmax; the four warps merge in shared memory at the end.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) {
+  using namespace mma;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
+  T* k_s = q_s + kRows * D;                  // [kStages][kTile * D]
+  T* v_s = k_s + kStages * kTile * D;        // [kStages][kTile * D]
+
+  const int group = blockIdx.x, split = blockIdx.y, kvh = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int R = a.n * a.G;
   const T* Q = static_cast<const T*>(a.q);
   const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
   const T* V = static_cast<const T*>(a.v) + int64_t(kvh) * a.head_stride;
 
-  for (int idx = tid; idx < kWarps * RPW * D; idx += blockDim.x) {
-    const int r = idx / D, d = idx % D;
-    float x = 0.0f;
-    if (r < R) {
-      const int t = r / a.G, h = kvh * a.G + r % a.G;
-      x = to_f32(Q[(int64_t(t) * a.H + h) * D + d]) * a.scale_log2;
-    }
-    q_s[idx] = x;
+  // Q rows are scattered (token-major, head-minor), one 16-byte chunk per copy.
+  for (int i = tid; i < kRows * (D / 8); i += kThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    const int row = group * kRows + r;
+    const bool ok = row < R;
+    const int64_t src = ok ? (int64_t(row / a.G) * a.H + kvh * a.G + row % a.G) * D + c : 0;
+    cp_async16(q_s + swz<D>(r, c), Q + src, ok);
   }
 
   const int len = *a.kv_length;
   int max_pos = INT_MIN;
-  int lim[RPW];
-#pragma unroll
-  for (int rr = 0; rr < RPW; ++rr) {
-    const int r = warp * RPW + rr;
-    lim[rr] = INT_MIN;
-    if (r < R) lim[rr] = a.q_positions ? a.q_positions[r / a.G] : INT_MAX;
-  }
   for (int t = 0; t < a.n; ++t) max_pos = max(max_pos, a.q_positions ? a.q_positions[t] : INT_MAX);
   const int begin = split * a.chunk;
   int end = min(len, begin + a.chunk);
   if (max_pos < INT_MAX) end = min(end, max_pos + 1);
+  const int ntiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
 
-  float acc[RPW][PL];
-  float m[RPW], l[RPW];
+  auto load_kv = [&](int tile) {
+    const int stage = tile % kStages;
+    const int j0 = begin + tile * kTile;
+    const int valid = min(kTile, end - j0);
+    load_tile_async<D, kTile, kThreads>(k_s + stage * kTile * D, K + int64_t(j0) * a.token_stride, a.token_stride,
+                                        valid, tid);
+    load_tile_async<D, kTile, kThreads>(v_s + stage * kTile * D, V + int64_t(j0) * a.token_stride, a.token_stride,
+                                        valid, tid);
+  };
 #pragma unroll
-  for (int rr = 0; rr < RPW; ++rr) {
-    m[rr] = -INFINITY;
-    l[rr] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < PL; ++i) acc[rr][i] = 0.0f;
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ntiles) load_kv(s);
+    cp_async_commit();  // Q travels in the first group
   }
 
-  for (int j0 = begin; j0 < end; j0 += kTile) {
-    __syncthreads();  // previous tile consumed (and q_s written, first time)
-    for (int idx = tid; idx < kTile * (D / 8); idx += blockDim.x) {
-      const int tok = idx / (D / 8), c = (idx % (D / 8)) * 8;
-      const int slot = j0 + tok;
-      float kv[8], vv[8];
-      if (slot < end) {
-        load8_f32(K + int64_t(slot) * a.token_stride + c, kv);
-        load8_f32(V + int64_t(slot) * a.token_stride + c, vv);
-      } else {
+  const int g = lane >> 2, t4 = lane & 3;
+  int lim[2];  // last slot each of this thread's two rows (g, g + 8) may see
 #pragma unroll
-        for (int i = 0; i < 8; ++i) kv[i] = vv[i] = 0.0f;
-      }
+  for (int r = 0; r < 2; ++r) {
+    const int row = group * kRows + g + 8 * r;
+    lim[r] = row < R ? (a.q_positions ? a.q_positions[row / a.G] : INT_MAX) : INT_MIN;
+    lim[r] = min(lim[r], end - 1);
+  }
+
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        k_s[tok * (D + 1) + c + i] = kv[i];
-        v_s[tok * D + c + i] = vv[i];
-      }
-    }
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  for (int tile = 0; tile < ntiles; ++tile) {
+    if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
     __syncthreads();
-    const int slot = j0 + lane;
+    if (tile == 0) load_a_frags<D>(qf, q_s, 0, lane);
+
+    const int stage = tile % kStages;
+    const T* kt = k_s + stage * kTile * D;
+    const T* vt = v_s + stage * kTile * D;
+    const int j0 = begin + tile * kTile + warp * 16;  // this warp's first slot
+
+    float s[2][4] = {};
+    qk_tile<T, D, 2>(s, qf, kt, warp * 16, lane);
 #pragma unroll
-    for (int rr = 0; rr < RPW; ++rr) {
-      const int r = warp * RPW + rr;
-      if (r >= R) break;  // warp-uniform
-      const float* qr = q_s + r * D;
-      const float* kr = k_s + lane * (D + 1);
-      float s = 0.0f;
-#pragma unroll 16
-      for (int d = 0; d < D; ++d) s = fmaf(qr[d], kr[d], s);
-      const bool valid = slot < end && slot <= lim[rr];
-      s = valid ? s : -INFINITY;
-      const float m_new = fmaxf(m[rr], warp_max(s));
-      if (m_new == -INFINITY) continue;  // this row sees nothing yet (warp-uniform)
-      const float p = valid ? exp2f(s - m_new) : 0.0f;
-      const float alpha = exp2f(m[rr] - m_new);  // 0 when m was -inf
-      l[rr] = l[rr] * alpha + warp_sum(p);
-      m[rr] = m_new;
+    for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int i = 0; i < PL; ++i) acc[rr][i] *= alpha;
-#pragma unroll 8
-      for (int j = 0; j < kTile; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, p, j);
-#pragma unroll
-        for (int i = 0; i < PL; ++i) acc[rr][i] = fmaf(pj, v_s[j * D + lane + 32 * i], acc[rr][i]);
+      for (int e = 0; e < 4; ++e) {
+        const int slot = j0 + nt * 8 + 2 * t4 + (e & 1);
+        s[nt][e] = slot <= lim[e >> 1] ? s[nt][e] * a.scale_log2 : -INFINITY;
       }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = fmaxf(m[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
+      const float alpha = fast_exp2(m[r] - mu);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        s[nt][2 * r] = fast_exp2(s[nt][2 * r] - mu);
+        s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - mu);
+        sum += s[nt][2 * r] + s[nt][2 * r + 1];
+      }
+      l[r] = l[r] * alpha + sum;  // per-thread partial; the quad is summed at the end
+      m[r] = mx;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
+    }
+    uint32_t pa[4];
+    pa[0] = pack2<T>(s[0][0], s[0][1]);
+    pa[1] = pack2<T>(s[0][2], s[0][3]);
+    pa[2] = pack2<T>(s[1][0], s[1][1]);
+    pa[3] = pack2<T>(s[1][2], s[1][3]);
+    pv_step<T, D>(o, pa, vt, warp * 16, lane);
+    __syncthreads();  // this stage is refilled kStages - 1 iterations from now
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // tiles are dead: reuse shared memory for the merge
+
+  // Merge the warps: per warp and row, m, l and the unnormalised output.
+  float* m_s = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
+  float* l_s = m_s + kWarps * kRows;                // [kWarps][kRows]
+  float* o_s = l_s + kWarps * kRows;                // [kWarps][kRows][D]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = g + 8 * r;
+    if (t4 == 0) {
+      m_s[warp * kRows + row] = m[r];
+      l_s[warp * kRows + row] = sum;
+    }
+    float* dst = o_s + (warp * kRows + row) * D + 2 * t4;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      dst[dt * 8] = o[dt][2 * r];
+      dst[dt * 8 + 1] = o[dt][2 * r + 1];
     }
   }
-
+  __syncthreads();
+  for (int i = tid; i < kRows * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    const int row = group * kRows + r;
+    if (row >= R) break;  // rows are in order: the rest are past R too
+    float M = -INFINITY;
 #pragma unroll
-  for (int rr = 0; rr < RPW; ++rr) {
-    const int r = warp * RPW + rr;
-    if (r >= R) break;
-    const int t = r / a.G, h = kvh * a.G + r % a.G;
-    const int64_t row = (int64_t(split) * a.n + t) * a.H + h;
-    const bool any = l[rr] > 0.0f;
-    const float inv = any ? 1.0f / l[rr] : 0.0f;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w * kRows + r]);
+    float L = 0.0f, O = 0.0f;
+    if (M != -INFINITY) {
 #pragma unroll
-    for (int i = 0; i < PL; ++i) a.o_part[row * D + lane + 32 * i] = acc[rr][i] * inv;
-    if (lane == 0) a.lse_part[row] = any ? m[rr] + log2f(l[rr]) : -INFINITY;
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = fast_exp2(m_s[w * kRows + r] - M);  // 0 for a warp that saw nothing
+        L = fmaf(l_s[w * kRows + r], f, L);
+        O = fmaf(o_s[(w * kRows + r) * D + d], f, O);
+      }
+    }
+    const bool any = L > 0.0f;
+    const int t = row / a.G, h = kvh * a.G + row % a.G;
+    const int64_t out_row = (int64_t(split) * a.n + t) * a.H + h;
+    a.o_part[out_row * D + d] = any ? O / L : 0.0f;
+    if (d == 0) a.lse_part[out_row] = any ? M + log2f(L) : -INFINITY;
   }
 }
 
@@ -182,26 +244,13 @@ int chunk_of(const AttentionDecodeParams& p, int splits) {
   return int((per > 0 ? per : 1) * kTile);
 }
 
-template <class T, int D, int RPW>
-void launch_split(const SplitArgs& a, int splits, int kv_heads, cudaStream_t stream) {
-  const size_t smem = sizeof(float) * (size_t(kWarps) * RPW * D + size_t(kTile) * (D + 1) + size_t(kTile) * D);
-  auto* kern = attention_split_kernel<T, D, RPW>;
-  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<dim3(unsigned(splits), unsigned(kv_heads)), kWarps * 32, smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
-}
-
 template <class T, int D>
-void dispatch_rpw(const SplitArgs& a, int rpw, int splits, int kv_heads, cudaStream_t stream) {
-  switch (rpw) {
-    case 1: return launch_split<T, D, 1>(a, splits, kv_heads, stream);
-    case 2: return launch_split<T, D, 2>(a, splits, kv_heads, stream);
-    case 4: return launch_split<T, D, 4>(a, splits, kv_heads, stream);
-    case 8: return launch_split<T, D, 8>(a, splits, kv_heads, stream);
-    case 16: return launch_split<T, D, 16>(a, splits, kv_heads, stream);
-    case 32: return launch_split<T, D, 32>(a, splits, kv_heads, stream);
-  }
-  TF_FAIL("cuda::attention_decode: " << rpw << " rows per warp is not supported");
+void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream) {
+  constexpr size_t smem = split_smem_bytes<D>();
+  auto* kern = attention_split_kernel<T, D>;
+  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), kThreads, smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -210,9 +259,11 @@ int attention_decode_num_splits(const AttentionDecodeParams& p) {
   const int64_t tiles = (bound_of(p) + kTile - 1) / kTile;
   int64_t s = p.num_splits;
   if (s <= 0) {
+    // About four KV streams per SM (two CTAs resident per SM, two waves), each
+    // at least 8 tiles long so the pipeline start-up is amortised.
     const int64_t kvh = p.num_kv_heads > 0 ? p.num_kv_heads : 1;
-    s = (2 * int64_t(sm_count()) + kvh - 1) / kvh;  // about two CTAs per SM
-    const int64_t min_tiles = 4;                       // keep each split's K/V stream long enough
+    s = (4 * int64_t(sm_count()) + kvh - 1) / kvh;
+    const int64_t min_tiles = 8;
     if (s > tiles / min_tiles) s = tiles / min_tiles;
   }
   if (s > tiles) s = tiles;
@@ -237,16 +288,18 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
                                       << " kv heads");
   TF_CHECK(p.q && p.k_cache && p.v_cache && p.out && p.kv_length && p.workspace && p.capacity > 0,
            "cuda::attention_decode: null pointer or zero capacity");
+  TF_CHECK(p.capacity < (int64_t(1) << 31) && p.num_kv_heads <= 65535,
+           "cuda::attention_decode: capacity " << p.capacity << " or " << p.num_kv_heads << " kv heads too large");
   const int64_t G = p.num_heads / p.num_kv_heads;
   const int64_t R = p.n * G;
-  TF_CHECK(R <= 32 * kWarps, "cuda::attention_decode: " << R << " query rows per kv head (n * heads/kv_heads) > "
-                                                        << 32 * kWarps);
   const int64_t hs = p.head_stride > 0 ? p.head_stride : p.capacity * p.head_dim;
   const int64_t ts = p.token_stride > 0 ? p.token_stride : p.head_dim;
-  TF_CHECK(hs % 8 == 0 && ts % 8 == 0 && (reinterpret_cast<uintptr_t>(p.k_cache) & 15) == 0 &&
-               (reinterpret_cast<uintptr_t>(p.v_cache) & 15) == 0,
-           "cuda::attention_decode: KV must be 16-byte aligned with strides a multiple of 8 elements");
+  TF_CHECK(hs % 8 == 0 && ts % 8 == 0 &&
+               ((reinterpret_cast<uintptr_t>(p.k_cache) | reinterpret_cast<uintptr_t>(p.v_cache) |
+                 reinterpret_cast<uintptr_t>(p.q)) & 15) == 0,
+           "cuda::attention_decode: q and KV must be 16-byte aligned with strides a multiple of 8 elements");
   const int splits = attention_decode_num_splits(p);
+  TF_CHECK(splits <= 65535, "cuda::attention_decode: " << splits << " splits (at most 65535)");
   const int64_t rows = p.n * p.num_heads;
   SplitArgs a;
   a.q = p.q;
@@ -264,13 +317,12 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   a.chunk = chunk_of(p, splits);
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / sqrtf(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
-  int rpw = 1;
-  while (rpw * kWarps < R) rpw *= 2;
+  const int groups = int((R + kRows - 1) / kRows);
   TF_DISPATCH_HALF(p.dtype, T, {
     if (p.head_dim == 64)
-      dispatch_rpw<T, 64>(a, rpw, splits, int(p.num_kv_heads), stream);
+      launch_split<T, 64>(a, groups, splits, int(p.num_kv_heads), stream);
     else
-      dispatch_rpw<T, 128>(a, rpw, splits, int(p.num_kv_heads), stream);
+      launch_split<T, 128>(a, groups, splits, int(p.num_kv_heads), stream);
     attention_combine_kernel<T><<<unsigned(rows), unsigned(p.head_dim), 0, stream>>>(
         a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim));
   });
