@@ -45,20 +45,21 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
   att_ = act({C, H, D});
   gate_ = act({C, w_.local_intermediate});
   up_ = act({C, w_.local_intermediate});
-  cos_ = Tensor::cpu(DType::F32, {C, D / 2});
-  sin_ = Tensor::cpu(DType::F32, {C, D / 2});
+  cossin_ = Tensor::cpu(DType::F32, {2 * C * (D / 2)});
   inv_freq_ = Tensor::cpu(DType::F32, {D / 2});
   if (device_ == Device::CPU) {
     tok_ = Tensor::cpu(DType::I32, {C});
     pos_ = Tensor::cpu(DType::I32, {C});
   } else {
-    ints_host_ = Tensor::cpu(DType::I32, {4 * C});
-    ints_ = empty_tensor(device_, DType::I32, {4 * C});
-    auto part = [&](int i) { return ops::slice_rows(ints_, i * C, (i + 1) * C); };
-    tok_ = part(0), pos_ = part(1), slot_ = part(2), rows_ = part(3);
-    for (int64_t i = 0; i < C; ++i) ints_host_.ptr<int32_t>()[3 * C + i] = int32_t(i);
-    dcos_ = empty_tensor(device_, DType::F32, {C, D / 2});
-    dsin_ = empty_tensor(device_, DType::F32, {C, D / 2});
+    ints_host_ = Tensor::cpu(DType::I32, {3 * C});
+    ints_ = empty_tensor(device_, DType::I32, {3 * C});
+    Tensor iota = Tensor::cpu(DType::I32, {C});
+    for (int64_t i = 0; i < C; ++i) iota.ptr<int32_t>()[i] = int32_t(i);
+    rows_ = empty_tensor(device_, DType::I32, {C});
+    copy_tensor(rows_, iota);
+    dcossin_ = empty_tensor(device_, DType::F32, {2 * C * (D / 2)});
+    qkv1_ = act({1, (H + 2 * KH) * D});
+    gu1_ = act({1, 2 * w_.local_intermediate});
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
   }
 }
@@ -139,13 +140,11 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
 }
 
 void LlamaModel::upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot) {
-  const int64_t C = max_chunk_;
   int32_t* h = ints_host_.ptr<int32_t>();
   std::copy_n(tokens, n, h);
-  std::copy_n(positions, n, h + C);
-  for (int64_t i = 0; i < n; ++i) h[2 * C + i] = int32_t(first_slot + i);
-  // One copy for all four parts ([0, 3C + n) covers them; the iota part is constant).
-  copy_bytes(ints_.data, device_, h, Device::CPU, size_t(3 * C + n) * sizeof(int32_t));
+  std::copy_n(positions, n, h + n);
+  for (int64_t i = 0; i < n; ++i) h[2 * n + i] = int32_t(first_slot + i);
+  copy_bytes(ints_.data, device_, h, Device::CPU, size_t(3 * n) * sizeof(int32_t));
 }
 
 void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
@@ -157,14 +156,29 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   Tensor x = slice_rows(x_, 0, n), xn = slice_rows(xn_, 0, n), proj = slice_rows(proj_, 0, n);
   Tensor q = slice_rows(q_, 0, n), k = slice_rows(k_, 0, n), v = slice_rows(v_, 0, n);
   Tensor att = slice_rows(att_, 0, n), gate = slice_rows(gate_, 0, n), up = slice_rows(up_, 0, n);
-  Tensor cs = slice_rows(cos_, 0, n), sn = slice_rows(sin_, 0, n);
-  Tensor tok = slice_rows(tok_, 0, n), pos = slice_rows(pos_, 0, n);
+  const int64_t half = D / 2;
+  // [n, half] views at element offset `at` of a flat buffer
+  auto rows_at = [&](const Tensor& flat, int64_t at, int64_t cols) {
+    Tensor t = ops::slice_rows(flat, at, at + n * cols);
+    t.shape = {n, cols};
+    return t;
+  };
+  Tensor cs = rows_at(cossin_, 0, half), sn = rows_at(cossin_, n * half, half);
+  Tensor tok = cuda ? slice_rows(ints_, 0, n) : slice_rows(tok_, 0, n);
+  Tensor pos = cuda ? slice_rows(ints_, n, 2 * n) : slice_rows(pos_, 0, n);
   auto flat = [](const Tensor& t, int64_t cols) {  // [n, a, b] -> [n, a*b] view
     Tensor f = t;
     f.shape = {t.shape[0], cols};
     return f;
   };
   Tensor q2 = flat(q, H * D), k2 = flat(k, KH * D), v2 = flat(v, KH * D), att2 = flat(att, H * D);
+  // A view of `shape` at element offset `at` of a contiguous tensor.
+  auto piece = [](const Tensor& t, int64_t at, std::vector<int64_t> shape) {
+    Tensor p = t;
+    p.shape = std::move(shape);
+    p.data = static_cast<uint8_t*>(t.data) + size_t(at) * dtype_size(t.dtype);
+    return p;
+  };
 
   const ops::RmsNormParams np{float(cfg_.rms_norm_eps)};
   ops::AttentionParams ap;
@@ -181,10 +195,9 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   Tensor dcs, dsn, rows, qslots;
   if (cuda) {
     upload_inputs(tokens, positions, n, slot);
-    dcs = slice_rows(dcos_, 0, n), dsn = slice_rows(dsin_, 0, n);
-    copy_tensor(dcs, cs);
-    copy_tensor(dsn, sn);
-    rows = slice_rows(rows_, 0, n), qslots = slice_rows(slot_, 0, n);
+    copy_bytes(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
+    rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
   } else {
     std::copy_n(tokens, n, tok.ptr<int32_t>());
     std::copy_n(positions, n, pos.ptr<int32_t>());
@@ -194,9 +207,20 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
     ops::rmsnorm(x, L.attn_norm, xn, np);
-    ops::linear(xn, L.wq, q2);
-    ops::linear(xn, L.wk, k2);
-    ops::linear(xn, L.wv, v2);
+    // One token on CUDA: q/k/v (and below gate/up) come from one GEMM over
+    // the stacked weights; the outputs are views into its row.
+    const bool fused = cuda && n == 1 && L.wqkv.data && L.w_gate_up.data;
+    if (fused) {
+      ops::linear(xn, L.wqkv, qkv1_);
+      q = piece(qkv1_, 0, {1, H, D});
+      k = piece(qkv1_, H * D, {1, KH, D});
+      v = piece(qkv1_, (H + KH) * D, {1, KH, D});
+      q2 = flat(q, H * D);
+    } else {
+      ops::linear(xn, L.wq, q2);
+      ops::linear(xn, L.wk, k2);
+      ops::linear(xn, L.wv, v2);
+    }
     if (cuda) {
       ops::rope_apply_rows(q, k, dcs, dsn, rows);
     } else {
@@ -212,8 +236,14 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
     ops::linear(att2, L.wo, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
-    ops::linear(xn, L.w_gate, gate);
-    ops::linear(xn, L.w_up, up);
+    if (fused) {
+      ops::linear(xn, L.w_gate_up, gu1_);
+      gate = piece(gu1_, 0, {1, w_.local_intermediate});
+      up = piece(gu1_, w_.local_intermediate, {1, w_.local_intermediate});
+    } else {
+      ops::linear(xn, L.w_gate, gate);
+      ops::linear(xn, L.w_up, up);
+    }
     ops::silu_mul(gate, up, gate);
     ops::linear(gate, L.w_down, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel down

@@ -66,11 +66,13 @@ class LlamaModel {
   DType dtype_ = DType::F32;
   // scratch, [max_chunk, ...], on device_ (activations in dtype_)
   Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
-  // host f32 rope rows for the chunk (the CPU computes them, as transformers does)
-  Tensor cos_, sin_, inv_freq_;
-  // CUDA only: packed i32 inputs [tokens | positions | query slots | 0..C-1],
-  // the rope rows on the device, and f32 logits rows
-  Tensor ints_host_, ints_, slot_, rows_, dcos_, dsin_, dlogits_;
+  // host f32 rope rows for the chunk (the CPU computes them, as transformers
+  // does): cos rows [0, n*half), then sin rows, so one copy moves both
+  Tensor cossin_, inv_freq_;
+  // CUDA only: i32 inputs [tokens | positions | query slots] (n each, one
+  // copy), the constant rows 0..C-1, the rope rows, f32 logits rows, and the
+  // one-token outputs of the fused q/k/v and gate/up GEMMs
+  Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv1_, gu1_;
 };
 
 // Greedy continuation: the n_new tokens argmax-decoded after `prompt`.

@@ -28,6 +28,10 @@ struct LayerWeights {
   Tensor mlp_norm;             // [hidden]
   Tensor w_gate, w_up;         // [inter_local, hidden]
   Tensor w_down;               // [hidden, inter_local]
+  // Optional: q/k/v and gate/up stored back to back ([q; k; v] and [gate; up]
+  // rows), with wq/wk/wv and w_gate/w_up views into them, so a one-token step
+  // runs one GEMM for each pair (the CUDA upload builds these).
+  Tensor wqkv, w_gate_up;
 };
 
 struct LlamaWeights {

@@ -1,5 +1,7 @@
 #include "model/weights_device.h"
 
+#include <algorithm>
+
 #include "core/device.h"
 #include "io/hf_config.h"
 #ifdef TRIFORCE_HAVE_CUDA
@@ -7,6 +9,36 @@
 #endif
 
 namespace tf {
+
+namespace {
+
+// Host f32 matrices with equal column counts stacked by rows.
+Tensor stack_rows(std::initializer_list<const Tensor*> parts) {
+  int64_t rows = 0;
+  const int64_t cols = (*parts.begin())->dim(1);
+  for (const Tensor* t : parts) rows += t->dim(0);
+  Tensor out = Tensor::cpu(DType::F32, {rows, cols});
+  float* dst = out.ptr<float>();
+  for (const Tensor* t : parts) {
+    std::copy_n(t->ptr<float>(), t->numel(), dst);
+    dst += t->numel();
+  }
+  return out;
+}
+
+// Row-block views of a stacked matrix (sharing its storage).
+void split_views(const Tensor& whole, std::initializer_list<Tensor*> views, std::initializer_list<int64_t> rows) {
+  int64_t r0 = 0;
+  auto it = rows.begin();
+  for (Tensor* v : views) {
+    *v = whole;
+    v->shape = {*it, whole.dim(1)};
+    v->data = static_cast<uint8_t*>(whole.data) + size_t(r0 * whole.dim(1)) * dtype_size(whole.dtype);
+    r0 += *it++;
+  }
+}
+
+}  // namespace
 
 LlamaWeights upload_weights(const LlamaWeights& h, Device dev, DType dt) {
   LlamaWeights w;
@@ -19,8 +51,11 @@ LlamaWeights upload_weights(const LlamaWeights& h, Device dev, DType dt) {
   for (const LayerWeights& L : h.layers) {
     LayerWeights d;
     d.attn_norm = up(L.attn_norm), d.mlp_norm = up(L.mlp_norm);
-    d.wq = up(L.wq), d.wk = up(L.wk), d.wv = up(L.wv), d.wo = up(L.wo);
-    d.w_gate = up(L.w_gate), d.w_up = up(L.w_up), d.w_down = up(L.w_down);
+    d.wo = up(L.wo), d.w_down = up(L.w_down);
+    d.wqkv = up(stack_rows({&L.wq, &L.wk, &L.wv}));
+    d.w_gate_up = up(stack_rows({&L.w_gate, &L.w_up}));
+    split_views(d.wqkv, {&d.wq, &d.wk, &d.wv}, {L.wq.dim(0), L.wk.dim(0), L.wv.dim(0)});
+    split_views(d.w_gate_up, {&d.w_gate, &d.w_up}, {L.w_gate.dim(0), L.w_up.dim(0)});
     w.layers.push_back(std::move(d));
   }
   return w;
@@ -103,11 +138,12 @@ LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uin
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     LayerWeights L;
     L.attn_norm = fill({hid}, true), L.mlp_norm = fill({hid}, true);
-    L.wq = fill({cfg.num_heads * hd, hid}, false);
-    L.wk = fill({cfg.num_kv_heads * hd, hid}, false);
-    L.wv = fill({cfg.num_kv_heads * hd, hid}, false);
-    L.wo = fill({hid, cfg.num_heads * hd}, false);
-    L.w_gate = fill({inter, hid}, false), L.w_up = fill({inter, hid}, false);
+    const int64_t qd = cfg.num_heads * hd, kd = cfg.num_kv_heads * hd;
+    L.wqkv = fill({qd + 2 * kd, hid}, false);
+    split_views(L.wqkv, {&L.wq, &L.wk, &L.wv}, {qd, kd, kd});
+    L.wo = fill({hid, qd}, false);
+    L.w_gate_up = fill({2 * inter, hid}, false);
+    split_views(L.w_gate_up, {&L.w_gate, &L.w_up}, {inter, inter});
     L.w_down = fill({hid, inter}, false);
     w.layers.push_back(std::move(L));
   }
