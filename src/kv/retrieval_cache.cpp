@@ -53,8 +53,10 @@ RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens, con
   return s;
 }
 
-RetrievalKVCache::RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity)
-    : opt_(opt), cache_(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, opt.budget + opt.chunk + tail_capacity) {}
+RetrievalKVCache::RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity,
+                                   int64_t kv_heads)
+    : opt_(opt), cache_(cfg.num_layers, kv_heads > 0 ? kv_heads : cfg.num_kv_heads, cfg.head_dim,
+                        opt.budget + opt.chunk + tail_capacity) {}
 
 void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prompt) {
   const int64_t P = int64_t(prompt.size());
@@ -62,7 +64,19 @@ void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prom
   FullKVCache full = model.make_cache(P);
   std::vector<std::vector<float>> q;
   model.forward_capturing_last_query(prompt, full, 1, q);
-  sel_ = select_chunks(full, P - 1, q, model.config().num_heads, opt_);
+  build_from(full, P, q, model.weights().local_heads);
+}
+
+void RetrievalKVCache::build_from(const FullKVCache& full_in, int64_t n_prompt,
+                                  const std::vector<std::vector<float>>& q, int64_t num_heads) {
+  const int64_t P = n_prompt;
+  TF_CHECK(P >= 1 && full_in.length() >= P - 1 && full_in.num_kv_heads() == cache_.num_kv_heads() &&
+               full_in.num_layers() == cache_.num_layers() && int64_t(q.size()) == cache_.num_layers(),
+           "retrieval cache: the prefill holds " << full_in.length() << " tokens of " << full_in.num_kv_heads()
+                                                 << " KV heads; needed " << P - 1 << " of "
+                                                 << cache_.num_kv_heads());
+  auto& full = const_cast<FullKVCache&>(full_in);  // k_at is non-const; read only
+  sel_ = select_chunks(full, P - 1, q, num_heads, opt_);
   const int64_t L = full.num_layers(), KH = full.num_kv_heads(), D = full.head_dim();
   const int64_t per = int64_t(sel_.chunks.empty() ? 0 : sel_.chunks[0].size()) * opt_.chunk;
   region_ = per + sel_.remainder;
