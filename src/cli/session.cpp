@@ -1,5 +1,7 @@
 #include "cli/session.h"
 
+#include "dist/tensor_parallel.h"
+
 namespace tf::cli {
 
 Session open_session(const std::string& path, int64_t kv_capacity, bool with_tokenizer) {
@@ -8,11 +10,8 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   Checkpoint ck = open_checkpoint(path);
   // Tokenizer first: a bad tokenizer fails before the weights are read.
   if (with_tokenizer) s.tokenizer = load_tokenizer(path);
-  LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
-  s.model = std::make_unique<LlamaModel>(ck.config, std::move(w));
-  if (kv_capacity > 0)
-    s.cache = std::make_unique<FullKVCache>(ck.config.num_layers, ck.config.num_kv_heads, ck.config.head_dim,
-                                            kv_capacity);
+  s.model = dist::load_model_shard(ck);  // this rank's tensor-parallel shard (the whole model in one process)
+  if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
   return s;
 }
 

@@ -86,7 +86,8 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   // Dynamic NTK: transformers updates once per call from max(position_ids) + 1.
   const RopeTable& rope = rope_.update(pmax + 1);
 
-  Tensor logits = Tensor::cpu(DType::F32, {n_out, cfg_.vocab_size});
+  const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
+  Tensor logits = Tensor::cpu(DType::F32, {n_out, V});
   const int64_t start_len = cache.length();
   const int64_t out_from = n - n_out;  // first token whose logits are returned
   try {
@@ -96,13 +97,18 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
       int64_t from = 0;
       if (c0 + m > out_from) {
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
-        dst = logits.ptr<float>() + (c0 + from - out_from) * cfg_.vocab_size;
+        dst = logits.ptr<float>() + (c0 + from - out_from) * V;
       }
       run_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope, dst ? from : m, dst, c0 + m == n);
     }
   } catch (...) {
     cache.truncate(start_len);
     throw;
+  }
+  if (V != cfg_.vocab_size) {  // vocab-parallel lm_head: every rank receives every rank's slice
+    Tensor full = Tensor::cpu(DType::F32, {n_out, cfg_.vocab_size});
+    comm_->allgather_columns(logits, full, vocab_slice_sizes(cfg_.vocab_size, w_.shard.size));
+    logits = full;
   }
   return logits;
 }
@@ -163,7 +169,7 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
     Tensor lg;
     lg.data = logits_out;
     lg.dtype = DType::F32;
-    lg.shape = {n - out_from, cfg_.vocab_size};
+    lg.shape = {n - out_from, w_.lm_head.dim(0)};
     ops::linear(xo, w_.lm_head, lg);
   }
 }
