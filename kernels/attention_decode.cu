@@ -9,7 +9,6 @@ namespace {
 
 constexpr int kWarps = 4;             // warps per split CTA; each takes 16 slots of every tile
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16;             // query rows per CTA: one m16 tile
 constexpr int kTile = 16 * kWarps;    // KV slots per pipeline stage
 constexpr int kStages = 3;            // tiles in flight: two load while one is consumed
 constexpr float kLog2e = 1.4426950408889634f;
@@ -28,22 +27,24 @@ struct SplitArgs {
   float scale_log2;
 };
 
-template <int D> constexpr size_t split_smem_bytes() {
-  const size_t tiles = sizeof(uint16_t) * (size_t(kRows) * D + size_t(kStages) * 2 * kTile * D);
-  const size_t merge = sizeof(float) * size_t(kWarps) * kRows * (D + 2);
+template <int D, int MT> constexpr size_t split_smem_bytes() {
+  constexpr int rows = 16 * MT;
+  const size_t tiles = sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kTile * D);
+  const size_t merge = sizeof(float) * size_t(kWarps) * rows * (D + 2);
   return tiles > merge ? tiles : merge;
 }
 
 // grid = (row groups, splits, kv heads); block = 4 warps. Query row r of kv
 // head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
-// [16 * group, 16 * group + 16) as one mma M tile, so the whole GQA group (and
-// every verify token) shares each K/V tile it loads. The groups of one split
-// sit next to each other in the grid and read the same tiles through L2.
+// [16 MT group, 16 MT (group + 1)) as MT mma M tiles, so the whole GQA group
+// (and every verify token) shares each K/V tile it loads. The groups of one
+// split sit next to each other in the grid and read the same tiles through L2.
 // Warp w scores and accumulates slots [16w, 16w + 16) of each tile with its
 // own online softmax; the four warps merge in shared memory at the end.
-template <class T, int D>
+template <class T, int D, int MT>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) {
   using namespace mma;
+  constexpr int kRows = 16 * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
   T* k_s = q_s + kRows * D;                  // [kStages][kTile * D]
@@ -89,66 +90,86 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   }
 
   const int g = lane >> 2, t4 = lane & 3;
-  int lim[2];  // last slot each of this thread's two rows (g, g + 8) may see
+  int lim[MT][2];  // last slot each of this thread's rows (16 mt + g + 8 r) may see
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = group * kRows + g + 8 * r;
-    lim[r] = row < R ? (a.q_positions ? a.q_positions[row / a.G] : INT_MAX) : INT_MIN;
-    lim[r] = min(lim[r], end - 1);
-  }
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = group * kRows + 16 * mt + g + 8 * r;
+      const int lm = row < R ? (a.q_positions ? a.q_positions[row / a.G] : INT_MAX) : INT_MIN;
+      lim[mt][r] = min(lm, end - 1);
+    }
 
-  uint32_t qf[D / 16][4];
-  float o[D / 8][4];
+  float o[MT][D / 8][4];
+  float m[MT][2], l[MT][2];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  }
+  const auto* qbase = reinterpret_cast<const uint16_t*>(q_s);
 
   for (int tile = 0; tile < ntiles; ++tile) {
     if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
     __syncthreads();
-    if (tile == 0) load_a_frags<D>(qf, q_s, 0, lane);
 
     const int stage = tile % kStages;
-    const T* kt = k_s + stage * kTile * D;
+    const auto* kbase = reinterpret_cast<const uint16_t*>(k_s + stage * kTile * D);
     const T* vt = v_s + stage * kTile * D;
     const int j0 = begin + tile * kTile + warp * 16;  // this warp's first slot
 
-    float s[2][4] = {};
-    qk_tile<T, D, 2>(s, qf, kt, warp * 16, lane);
+    float s[MT][2][4] = {};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, kbase + swz<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int slot = j0 + nt * 8 + 2 * t4 + (e & 1);
-        s[nt][e] = slot <= lim[e >> 1] ? s[nt][e] * a.scale_log2 : -INFINITY;
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t af[4];
+        ldmatrix_x4(af, qbase + swz<D>(16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        mma16816<T>(s[mt][0], af, b[0], b[1]);
+        mma16816<T>(s[mt][1], af, b[2], b[3]);
       }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = fmaxf(m[r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
-      const float alpha = fast_exp2(m[r] - mu);
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        s[nt][2 * r] = fast_exp2(s[nt][2 * r] - mu);
-        s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - mu);
-        sum += s[nt][2 * r] + s[nt][2 * r + 1];
-      }
-      l[r] = l[r] * alpha + sum;  // per-thread partial; the quad is summed at the end
-      m[r] = mx;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) o[dt][2 * r] *= alpha, o[dt][2 * r + 1] *= alpha;
     }
-    uint32_t pa[4];
-    pa[0] = pack2<T>(s[0][0], s[0][1]);
-    pa[1] = pack2<T>(s[0][2], s[0][3]);
-    pa[2] = pack2<T>(s[1][0], s[1][1]);
-    pa[3] = pack2<T>(s[1][2], s[1][3]);
-    pv_step<T, D>(o, pa, vt, warp * 16, lane);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int slot = j0 + nt * 8 + 2 * t4 + (e & 1);
+          s[mt][nt][e] = slot <= lim[mt][e >> 1] ? s[mt][nt][e] * a.scale_log2 : -INFINITY;
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = fmaxf(m[mt][r], fmaxf(fmaxf(s[mt][0][2 * r], s[mt][0][2 * r + 1]),
+                                         fmaxf(s[mt][1][2 * r], s[mt][1][2 * r + 1])));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
+        const float alpha = fast_exp2(m[mt][r] - mu);
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - mu);
+          s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - mu);
+          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+        }
+        l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the end
+        m[mt][r] = mx;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
+      }
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
+      pa[1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
+      pa[2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
+      pa[3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
+      pv_step<T, D>(o[mt], pa, vt, warp * 16, lane);
+    }
     __syncthreads();  // this stage is refilled kStages - 1 iterations from now
   }
   cp_async_wait<0>();
@@ -159,22 +180,24 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   float* l_s = m_s + kWarps * kRows;                // [kWarps][kRows]
   float* o_s = l_s + kWarps * kRows;                // [kWarps][kRows][D]
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = g + 8 * r;
-    if (t4 == 0) {
-      m_s[warp * kRows + row] = m[r];
-      l_s[warp * kRows + row] = sum;
-    }
-    float* dst = o_s + (warp * kRows + row) * D + 2 * t4;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      dst[dt * 8] = o[dt][2 * r];
-      dst[dt * 8 + 1] = o[dt][2 * r + 1];
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = 16 * mt + g + 8 * r;
+      if (t4 == 0) {
+        m_s[warp * kRows + row] = m[mt][r];
+        l_s[warp * kRows + row] = sum;
+      }
+      float* dst = o_s + (warp * kRows + row) * D + 2 * t4;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        dst[dt * 8] = o[mt][dt][2 * r];
+        dst[dt * 8 + 1] = o[mt][dt][2 * r + 1];
+      }
     }
-  }
   __syncthreads();
   for (int i = tid; i < kRows * D; i += kThreads) {
     const int r = i / D, d = i % D;
@@ -200,26 +223,37 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   }
 }
 
-// grid = n * H rows, block = D threads: LSE-weighted merge of the splits.
+// grid = n * H rows, block = 4 * D threads: LSE-weighted merge of the splits.
+// Thread (sg, d) sums splits sg, sg + 4, ... of dim d so that four independent
+// loads per dim are in flight; the four partial sums meet in shared memory.
+constexpr int kCombineGroups = 4;
 template <class T>
 __global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
                                          T* __restrict__ out, int splits, int rows, int D) {
-  const int row = blockIdx.x, d = threadIdx.x;
-  float M = -INFINITY;
-  for (int s = 0; s < splits; ++s) M = fmaxf(M, lse_part[int64_t(s) * rows + row]);
-  float o = 0.0f;
+  __shared__ float part[kCombineGroups][128];
+  const int row = blockIdx.x, tid = threadIdx.x, sg = tid / D, d = tid % D;
+  float mx = -INFINITY;
+  for (int s = tid; s < splits; s += blockDim.x) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
+  const float M = block_max(mx);
+  float acc = 0.0f, wsum = 0.0f;
   if (M != -INFINITY) {
-    float wsum = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float lse = lse_part[int64_t(s) * rows + row];
-      if (lse == -INFINITY) continue;
-      const float w = exp2f(lse - M);
+#pragma unroll 4
+    for (int s = sg; s < splits; s += kCombineGroups) {
+      const float w = exp2f(lse_part[int64_t(s) * rows + row] - M);  // 0 for an empty split
       wsum += w;
-      o = fmaf(w, o_part[(int64_t(s) * rows + row) * D + d], o);
+      acc = fmaf(w, o_part[(int64_t(s) * rows + row) * D + d], acc);
     }
-    o /= wsum;
   }
-  store_f32(out + int64_t(row) * D + d, o);
+  part[sg][d] = acc;
+  // Every thread of a group has the same wsum; the groups' sums add up via the block reduction.
+  const float W = block_sum(d == 0 ? wsum : 0.0f);
+  __syncthreads();
+  if (sg == 0) {
+    float o = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kCombineGroups; ++g) o += part[g][d];
+    store_f32(out + int64_t(row) * D + d, W > 0.0f ? o / W : 0.0f);
+  }
 }
 
 int sm_count() {
@@ -244,10 +278,10 @@ int chunk_of(const AttentionDecodeParams& p, int splits) {
   return int((per > 0 ? per : 1) * kTile);
 }
 
-template <class T, int D>
+template <class T, int D, int MT>
 void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream) {
-  constexpr size_t smem = split_smem_bytes<D>();
-  auto* kern = attention_split_kernel<T, D>;
+  constexpr size_t smem = split_smem_bytes<D, MT>();
+  auto* kern = attention_split_kernel<T, D, MT>;
   CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kern<<<dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), kThreads, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
@@ -317,13 +351,18 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   a.chunk = chunk_of(p, splits);
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / sqrtf(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
-  const int groups = int((R + kRows - 1) / kRows);
+  // One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).
+  const int mt = R > 16 ? 2 : 1;
+  const int groups = int((R + 16 * mt - 1) / (16 * mt));
   TF_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64)
-      launch_split<T, 64>(a, groups, splits, int(p.num_kv_heads), stream);
-    else
-      launch_split<T, 128>(a, groups, splits, int(p.num_kv_heads), stream);
-    attention_combine_kernel<T><<<unsigned(rows), unsigned(p.head_dim), 0, stream>>>(
+    if (p.head_dim == 64) {
+      if (mt == 1) launch_split<T, 64, 1>(a, groups, splits, int(p.num_kv_heads), stream);
+      else launch_split<T, 64, 2>(a, groups, splits, int(p.num_kv_heads), stream);
+    } else {
+      if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream);
+      else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream);
+    }
+    attention_combine_kernel<T><<<unsigned(rows), unsigned(kCombineGroups * p.head_dim), 0, stream>>>(
         a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim));
   });
   CUDA_CHECK_LAUNCH();

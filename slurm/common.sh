@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by slurm/submit_*.sh (sourced, not run): the options every submission
 # takes, their defaults, and the sbatch arguments they turn into.
 # The batch scripts (*.sbatch) cannot source this: SLURM runs a copy of them

@@ -5,6 +5,7 @@
 #   slurm/submit_run.sh --gpus 0 --ntasks 2 -- --prompt "Hello" --max-new-tokens 32   # CPU, 2 ranks
 # Prints the job id. Logs: LOGS/%x_%j.out.
 set -euo pipefail
+# shellcheck source=slurm/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 help() {

@@ -7,6 +7,7 @@
 # LOGS/%x_%j.out (merge). If a task fails, the merge is cancelled; fix the cause
 # and resubmit the same command (each shard resumes where its file left off).
 set -euo pipefail
+# shellcheck source=slurm/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 shards=""

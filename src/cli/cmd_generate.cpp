@@ -1,5 +1,7 @@
-// triforce generate: autoregressive generation; prints the text and tokens/s,
-// and with --json one JSON object as the last line.
+// triforce generate: one decoding method (ar or a speculative chain, all
+// through spec::run_method) on one prompt; prints the text, per-level α/τ and
+// ms/token, and with --json one JSON object as the last line. --compare M runs
+// a second method on the same prefill and checks that the tokens agree.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,10 +11,62 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "cli/spec_methods.h"
-#include "gen/autoregressive.h"
+#include "spec/methods.h"
+#include "spec/reretrieval.h"
 
 namespace tf::cli {
+
+namespace {
+
+const char* kChainHelp =
+    "a chain of any depth, bottom (drafter) first, levels separated by '>':\n"
+    "  level  := source[@cache]\n"
+    "  source := ngram:N | layerskip:K | model:PATH | target\n"
+    "  cache  := full | streaming[:S/W] | retrieval[:B/C]\n"
+    "the last level must be 'target' (full cache); ngram only at the bottom; e.g.\n"
+    "'ngram:3 > layerskip:4@streaming:16/234 > target@retrieval:4096/8 > target'";
+
+const char* kMethodHelp =
+    "ar | spec | retrieval | streaming-hier | triforce | ngram-triforce | chain\n"
+    "  spec            D > target\n"
+    "  retrieval       target@retrieval:B/C > target\n"
+    "  streaming-hier  D@streaming:S/W > target@streaming:16/(B-16) > target\n"
+    "  triforce        D@streaming:S/W > target@retrieval:B/C > target\n"
+    "  ngram-triforce  ngram:3 > target@retrieval:B/C > target\n"
+    "  chain           --chain SPEC\n"
+    "(D = --draft)";
+
+const char* kBudgetHelp =
+    "retrieval budget B (tokens per layer and KV head; also the streaming-hier middle cache). "
+    "Default: the paper's 4096 scaled to the prompt: chunk * clamp(floor((P-1) / (4 * chunk)), 1, 4096 / chunk), "
+    "i.e. a quarter of the prompt, at most 4096, at least one chunk";
+
+const char* kWindowHelp =
+    "draft StreamingLLM recent window W. Default: the paper's 256-slot draft cache (16 + 234 at gamma2 = 6) "
+    "scaled to the budget: max(chunk, min(256, B) - sink - gamma_top)";
+
+std::vector<int64_t> parse_gammas(const std::string& csv) {
+  std::vector<int64_t> g;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    TF_CHECK(!item.empty() && end && *end == '\0' && v >= 1,
+             "--gammas " << csv << ": expected comma-separated integers >= 1, bottom level first (e.g. 2,6)");
+    g.push_back(v);
+  }
+  TF_CHECK(!g.empty(), "--gammas: expected comma-separated integers >= 1, bottom level first (e.g. 2,6)");
+  return g;
+}
+
+void print_levels(const spec::MethodOutcome& o) {
+  for (const auto& l : o.levels)
+    std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps\n", o.method.c_str(),
+                 l.level, l.spec.c_str(), (long long)l.gamma, l.alpha, l.tau, (long long)l.steps);
+}
+
+}  // namespace
 
 int cmd_generate(const std::vector<std::string>& args) {
   po::options_description desc("generate options");
@@ -24,15 +78,24 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value<float>()->default_value(1.0f), "nucleus sampling mass (1 = off)")(
       "seed", po::value<uint64_t>()->default_value(0), "Philox seed of the sampling stream")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
-      "method", po::value<std::string>()->default_value("ar"), "ar | spec | triforce | ngram-triforce")(
-      "draft", po::value<std::string>()->default_value(""), "spec drafter: PATH | layerskip:K | ngram:N")(
-      "gamma1", po::value<int64_t>()->default_value(4), "tokens the drafter proposes per step")(
-      "gamma2", po::value<int64_t>()->default_value(6), "tokens the middle level proposes per step")(
-      "budget", po::value<int64_t>()->default_value(4096), "retrieval cache budget (tokens per layer and KV head)")(
+      "method", po::value<std::string>()->default_value("ar"), kMethodHelp)(
+      "chain", po::value<std::string>(), kChainHelp)(
+      "compare", po::value<std::string>(),
+      "also run this method (e.g. ar) on the same prefill; print both and whether the tokens are identical")(
+      "draft", po::value<std::string>()->default_value(""),
+      "D: PATH (a checkpoint sharing the target's vocabulary) | layerskip:K | ngram:N; "
+      "default layerskip:<a quarter of the target's layers>")(
+      "gammas", po::value<std::string>(),
+      "tokens each drafting level proposes per call, bottom first (e.g. 2,6). Default: spec 4, retrieval 6, "
+      "3-level methods 2,6 (the paper's gamma1 = 2, gamma2 = 6); chain: 2 at the bottom, 6 above")(
+      "gamma1", po::value<int64_t>(), "the bottom level's gamma (the first of --gammas)")(
+      "gamma2", po::value<int64_t>(), "the second level's gamma (3+ level chains)")(
+      "budget", po::value<int64_t>()->default_value(0), kBudgetHelp)(
       "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size")(
-      "sink", po::value<int64_t>()->default_value(16), "draft StreamingLLM sink tokens")(
-      "window", po::value<int64_t>()->default_value(234), "draft StreamingLLM recent window")(
-      "reretrieve", po::value<std::string>()->default_value("never"), "never | every:N | below:A")(
+      "sink", po::value<int64_t>()->default_value(16), "StreamingLLM sink tokens (draft and streaming-hier middle)")(
+      "window", po::value<int64_t>()->default_value(0), kWindowHelp)(
+      "reretrieve", po::value<std::string>()->default_value("never"),
+      "when a retrieval level rebuilds its cache: never | every:N (generated tokens) | below:A (rolling acceptance)")(
       "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line");
@@ -41,9 +104,10 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   const int64_t n_prompt_sources = vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-tokens");
   TF_CHECK(n_prompt_sources == 1, "generate: give exactly one of --prompt, --prompt-file and --prompt-tokens");
-  const int64_t max_new = vm["max-new-tokens"].as<int64_t>();
-  TF_CHECK(max_new >= 1, "--max-new-tokens: expected at least 1, got " << max_new);
-  SamplingParams sp;
+  spec::MethodRequest req;
+  req.max_new_tokens = vm["max-new-tokens"].as<int64_t>();
+  TF_CHECK(req.max_new_tokens >= 1, "--max-new-tokens: expected at least 1, got " << req.max_new_tokens);
+  SamplingParams& sp = req.sampling;
   sp.temperature = vm["temperature"].as<float>();
   sp.top_p = vm["top-p"].as<float>();
   sp.seed = vm["seed"].as<uint64_t>();
@@ -55,6 +119,25 @@ int cmd_generate(const std::vector<std::string>& args) {
   TF_CHECK(device == "cpu", "--device cuda: this build has no CUDA backend (configure with nvcc present)");
 #endif
   TF_CHECK(device == "cpu", "--device cuda: the CUDA forward is not implemented yet; use --device cpu");
+
+  req.method = vm["method"].as<std::string>();
+  if (vm.count("chain")) {
+    TF_CHECK(req.method == "ar" || req.method == "chain",
+             "--chain: composes its own chain; drop --method " << req.method << " (or use --method chain)");
+    req.method = "chain";
+    req.chain = vm["chain"].as<std::string>();
+    spec::ChainSpec::parse(req.chain);  // a bad spec fails before the model is read
+  }
+  req.draft = vm["draft"].as<std::string>();
+  req.budget = vm["budget"].as<int64_t>();
+  req.chunk = vm["chunk-size"].as<int64_t>();
+  req.sink = vm["sink"].as<int64_t>();
+  req.window = vm["window"].as<int64_t>();
+  req.reretrieve = vm["reretrieve"].as<std::string>();
+  spec::ReretrievePolicy::parse(req.reretrieve);
+  TF_CHECK(req.budget >= 0, "--budget: expected a positive multiple of --chunk-size (0 = default), got " << req.budget);
+  TF_CHECK(req.window >= 0, "--window: expected at least 1 (0 = default), got " << req.window);
+  if (vm.count("gammas")) req.gammas = parse_gammas(vm["gammas"].as<std::string>());
 
   const std::string path = vm.count("target") ? vm["target"].as<std::string>() : default_model_path();
   std::vector<int32_t> prompt;
@@ -72,9 +155,8 @@ int cmd_generate(const std::vector<std::string>& args) {
     prompt_text = vm["prompt"].as<std::string>();
   }
 
-  // Size the cache for this request only: the static buffers never grow.
   // A pre-tokenized prompt needs no tokenizer; the text is then decoded only
-  // when the checkpoint has one.
+  // when the checkpoint has one. Each method sizes its own caches.
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty());
   if (!s.tokenizer) {
     try {
@@ -87,86 +169,100 @@ int cmd_generate(const std::vector<std::string>& args) {
   for (auto t : prompt)
     TF_CHECK(t >= 0 && t < s.config().vocab_size, "--prompt-tokens: id " << t << " is outside the vocabulary of "
                                                                            << s.config().vocab_size);
-  s.cache = std::make_unique<FullKVCache>(s.config().num_layers, s.config().num_kv_heads, s.config().head_dim,
-                                          int64_t(prompt.size()) + max_new);
-  std::vector<int64_t> stops;
-  if (!vm["ignore-eos"].as<bool>()) stops = s.config().eos_token_ids;
+  if (!vm["ignore-eos"].as<bool>()) req.stop_ids = s.config().eos_token_ids;
 
-  const std::string method = vm["method"].as<std::string>();
-  GenerateResult r;
-  nlohmann::json levels = nlohmann::json::array();
-  int64_t rebuilds = 0;
-  std::string kinds;
-  if (method == "ar") {
-    r = generate_autoregressive(*s.model, *s.cache, prompt, max_new, sp, stops);
-  } else {
-    SpecRequest req;
-    req.method = method;
-    req.draft = vm["draft"].as<std::string>();
-    req.gamma1 = vm["gamma1"].as<int64_t>();
-    req.gamma2 = vm["gamma2"].as<int64_t>();
-    req.budget = vm["budget"].as<int64_t>();
-    req.chunk = vm["chunk-size"].as<int64_t>();
-    req.sink = vm["sink"].as<int64_t>();
-    req.window = vm["window"].as<int64_t>();
-    req.reretrieve = vm["reretrieve"].as<std::string>();
-    s.cache.reset();  // each chain level owns its cache
-    SpecOutcome o = run_spec_method(*s.model, req, prompt, max_new, sp, stops);
-    r = o.gen;
-    levels = o.levels;
-    rebuilds = o.retrieval_rebuilds;
-    kinds = o.token_kinds;
+  if (vm.count("gamma1") || vm.count("gamma2")) {
+    if (req.gammas.empty()) req.gammas = spec::resolve(*s.model, req, int64_t(prompt.size())).gammas;
+    TF_CHECK(!req.gammas.empty(), "--gamma1/--gamma2: method " << req.method << " does not draft");
+    if (vm.count("gamma1")) req.gammas[0] = vm["gamma1"].as<int64_t>();
+    if (vm.count("gamma2")) {
+      TF_CHECK(req.gammas.size() >= 2, "--gamma2: method " << req.method << " has no middle level (use --gamma1)");
+      req.gammas[1] = vm["gamma2"].as<int64_t>();
+    }
+    for (int64_t g : req.gammas) TF_CHECK(g >= 1, "--gamma1/--gamma2: expected at least 1, got " << g);
   }
-  std::string text;
-  if (s.tokenizer) {
-    text = s.tokenizer->decode(r.tokens, true);
-  } else {
-    for (auto t : r.tokens) text += (text.empty() ? "" : " ") + std::to_string(t);
-  }
-  const int64_t n = int64_t(r.tokens.size());
-  const double decode_ms_per_token = n > 1 ? r.decode_ms / double(n - 1) : r.prefill_ms;
-  const double e2e_ms = r.prefill_ms + r.decode_ms;
 
-  if (vm["verbose"].as<bool>() && s.tokenizer && !kinds.empty()) {
+  // One prefill serves both methods of a --compare.
+  spec::DraftModels drafts;
+  spec::PrefillSnapshot snap(*s.model, prompt);
+  spec::MethodOutcome o = spec::run_method(*s.model, req, prompt, &snap, &drafts);
+  o.prefill_reused = false;  // this run's own prefill
+  std::unique_ptr<spec::MethodOutcome> cmp;
+  if (vm.count("compare")) {
+    spec::MethodRequest other;
+    other.method = vm["compare"].as<std::string>();
+    other.sampling = req.sampling;
+    other.max_new_tokens = req.max_new_tokens;
+    other.stop_ids = req.stop_ids;
+    other.chunk = req.chunk;
+    other.sink = req.sink;
+    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method(*s.model, other, prompt, &snap, &drafts));
+  }
+
+  auto text_of = [&](const std::vector<int32_t>& toks) {
+    if (s.tokenizer) return s.tokenizer->decode(toks, true);
+    std::string t;
+    for (auto x : toks) t += (t.empty() ? "" : " ") + std::to_string(x);
+    return t;
+  };
+  const std::string text = text_of(o.tokens);
+  if (cmp) std::cout << "=== " << o.method << ": " << (o.resolved.chain.levels.empty() ? "target" : o.resolved.chain.str())
+                     << " ===\n";
+  if (vm["verbose"].as<bool>() && s.tokenizer && !o.token_kinds.empty()) {
     // Decode token by token so each one can carry its color.
     std::cout << prompt_text;
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      const char k = i < kinds.size() ? kinds[i] : ' ';
+    for (size_t i = 0; i < o.tokens.size(); ++i) {
+      const char k = i < o.token_kinds.size() ? o.token_kinds[i] : ' ';
       const char* color = k == 'a' ? "\033[32m" : k == 'r' ? "\033[33m" : k == 'b' ? "\033[34m" : "";
-      std::cout << color << s.tokenizer->decode({r.tokens[i]}, true) << (*color ? "\033[0m" : "");
+      std::cout << color << s.tokenizer->decode({o.tokens[i]}, true) << (*color ? "\033[0m" : "");
     }
     std::cout << "\n";
     std::fprintf(stderr, "colors: \033[32maccepted draft\033[0m, \033[33mresampled\033[0m, \033[34mbonus\033[0m\n");
   } else {
     std::cout << prompt_text << text << "\n";
   }
-  for (const auto& l : levels)
-    std::fprintf(stderr, "[level %d] alpha %.3f, tau %.2f over %lld steps\n", l["level"].get<int>(),
-                 l["alpha"].get<double>(), l["tau"].get<double>(), (long long)l["steps"].get<int64_t>());
-  std::fprintf(stderr, "[%lld prompt tokens, %lld generated] prefill %.1f ms, decode %.2f ms/token (%.1f tokens/s)\n",
-               (long long)prompt.size(), (long long)n, r.prefill_ms, decode_ms_per_token,
-               1000.0 / decode_ms_per_token);
+  auto summary = [&](const spec::MethodOutcome& x) {
+    std::fprintf(stderr,
+                 "  [%s] %lld prompt tokens, %lld generated: prefill %.1f ms, decode %.2f ms/token (%.1f tokens/s), "
+                 "end to end %.2f ms/token\n",
+                 x.method.c_str(), (long long)prompt.size(), (long long)x.tokens.size(), x.times.prefill / 1e6,
+                 x.decode_ms_per_token, x.decode_ms_per_token > 0 ? 1000.0 / x.decode_ms_per_token : 0.0,
+                 x.e2e_ms_per_token);
+  };
+  bool identical = true;
+  if (cmp) {
+    std::cout << "=== " << cmp->method << ": "
+              << (cmp->resolved.chain.levels.empty() ? "target" : cmp->resolved.chain.str()) << " ===\n"
+              << prompt_text << text_of(cmp->tokens) << "\n";
+    identical = cmp->tokens == o.tokens;
+    size_t same = 0;
+    while (same < o.tokens.size() && same < cmp->tokens.size() && o.tokens[same] == cmp->tokens[same]) ++same;
+    std::cout << "identical tokens: " << (identical ? "yes" : "no") << " (" << same << " of " << o.tokens.size()
+              << " agree" << (sp.greedy() ? "" : "; sampled at T > 0, so they need not") << ")\n";
+  }
+  print_levels(o);
+  summary(o);
+  if (cmp) {
+    print_levels(*cmp);
+    summary(*cmp);
+    if (o.decode_ms_per_token > 0)
+      std::fprintf(stderr, "  decode speedup of %s over %s: %.2fx\n", o.method.c_str(), cmp->method.c_str(),
+                   cmp->decode_ms_per_token / o.decode_ms_per_token);
+  }
   if (vm["json"].as<bool>()) {
-    nlohmann::json j;
-    j["method"] = method;
-    j["levels"] = levels;
-    j["reretrieve"] = vm["reretrieve"].as<std::string>();
-    j["retrieval_rebuilds"] = rebuilds;
-    j["token_kinds"] = kinds;
+    nlohmann::json j = o.to_json();
+    j["reretrieve"] = req.reretrieve;
     j["model"] = path;
     j["device"] = device;
     j["n_prompt"] = prompt.size();
-    j["tokens"] = r.tokens;
     j["text"] = text;
-    j["n_generated"] = n;
-    j["stopped_at_eos"] = r.stopped_at_eos;
-    j["prefill_ms"] = r.prefill_ms;
-    j["decode_ms_per_token"] = decode_ms_per_token;
-    j["tokens_per_s"] = 1000.0 / decode_ms_per_token;
-    j["e2e_ms_per_token"] = e2e_ms / double(n);
     j["temperature"] = sp.temperature;
     j["top_p"] = sp.top_p;
     j["seed"] = sp.seed;
+    if (cmp) {
+      j["compare"] = cmp->to_json();
+      j["identical_to_compare"] = identical;
+    }
     std::cout << j.dump() << std::endl;
   }
   return 0;

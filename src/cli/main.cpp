@@ -16,6 +16,8 @@ void usage() {
                "  info      print a model's config, parameters, bytes and memory at --context N\n"
                "  logits    write a prompt's logits to .npy\n"
                "  generate  generate text (autoregressive)\n"
+               "  sweep     run a grid of methods and parameters into one HDF5 file\n"
+               "  merge     merge the HDF5 files of a sweep's shards\n"
                "run 'triforce <command> --help' for its options\n");
 }
 }  // namespace
@@ -34,8 +36,10 @@ int main(int argc, char** argv) {
     if (cmd == "info") rc = tf::cli::cmd_info(args);
     else if (cmd == "logits") rc = tf::cli::cmd_logits(args);
     else if (cmd == "generate") rc = tf::cli::cmd_generate(args);
+    else if (cmd == "sweep") rc = tf::cli::cmd_sweep(args);
+    else if (cmd == "merge") rc = tf::cli::cmd_merge(args);
     else if (cmd == "--help" || cmd == "-h" || cmd == "help") usage();
-    else tf::dist::abort_all("unknown command '" + cmd + "' (expected info, logits or generate)", 2);
+    else tf::dist::abort_all("unknown command '" + cmd + "' (expected info, logits, generate, sweep or merge)", 2);
   } catch (const std::exception& e) {
     tf::dist::abort_all(e.what(), 1);
   }

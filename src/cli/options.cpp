@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "dist/tensor_parallel.h"
 #include "io/npy.h"
 
 namespace tf::cli {
@@ -15,7 +16,9 @@ bool parse(const std::string& subcommand, const std::vector<std::string>& args,
            po::options_description& desc, po::variables_map& vm,
            const po::positional_options_description* positional) {
   desc.add_options()("help,h", "show this help")(
-      "config", po::value<std::string>(), "INI file with more options; the command line wins");
+      "config", po::value<std::string>(), "INI file with more options; the command line wins")(
+      "tp", po::value<int64_t>()->default_value(0),
+      "tensor-parallel size: the number of MPI ranks (mpirun -np N triforce ...); 0 = that number");
   try {
     auto parser = po::command_line_parser(args).options(desc);
     if (positional) parser.positional(*positional);
@@ -33,6 +36,7 @@ bool parse(const std::string& subcommand, const std::vector<std::string>& args,
       po::store(parsed, vm);
     }
     po::notify(vm);
+    dist::check_tp_option(vm["tp"].as<int64_t>());
   } catch (const po::error& e) {
     TF_FAIL("triforce " << subcommand << ": " << e.what());
   }

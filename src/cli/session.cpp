@@ -1,6 +1,7 @@
 #include "cli/session.h"
 
 #include "core/device.h"
+#include "dist/tensor_parallel.h"
 #include "model/weights_device.h"
 
 namespace tf::cli {
@@ -54,14 +55,17 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     TF_CHECK(!synthetic, path << ": synthetic models have no tokenizer; give --prompt-tokens");
     s.tokenizer = load_tokenizer(path);
   }
-  LlamaWeights w;
+  TF_CHECK(!(dev.device == Device::CUDA && dist::tp_active()),
+           "--device cuda under mpirun: tensor parallelism on CUDA needs the NCCL communicator, not built yet");
+  TF_CHECK(!(synthetic && dist::tp_active()), path << ": synthetic models run in one process");
   if (synthetic) {
-    w = synthetic_weights(cfg, dev.device, dev.dtype);
+    s.model = std::make_unique<LlamaModel>(cfg, synthetic_weights(cfg, dev.device, dev.dtype), chunk);
+  } else if (dev.device == Device::CUDA) {
+    s.model = std::make_unique<LlamaModel>(
+        cfg, upload_weights(LlamaWeights::load(*ck->weights, cfg), dev.device, dev.dtype), chunk);
   } else {
-    w = LlamaWeights::load(*ck->weights, cfg);
-    if (dev.device == Device::CUDA) w = upload_weights(w, dev.device, dev.dtype);
+    s.model = dist::load_model_shard(*ck, chunk);  // this rank's tensor-parallel shard (the whole model in one process)
   }
-  s.model = std::make_unique<LlamaModel>(cfg, std::move(w), chunk);
   if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
   return s;
 }

@@ -1,8 +1,12 @@
-// Communicator: the one collective a tensor-parallel forward needs. The model
-// calls allreduce_sum after each row-parallel linear (o and down); a CPU build
-// implements it with MPI_Allreduce, a CUDA build with NCCL. nullptr (or size
-// 1) means an unsharded model.
+// Communicator: the collectives a tensor-parallel forward needs. The model
+// calls allreduce_sum after each row-parallel linear (o and down) and, with a
+// vocab-parallel lm_head, allgather_columns on the logit slices. A CPU build
+// implements it with MPI (MpiCommunicator), a CUDA build with NCCL
+// (NcclCommunicator). nullptr (or size 1) means an unsharded model.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace tf::dist {
@@ -15,6 +19,10 @@ class Communicator {
   // In place: every rank's t becomes the elementwise sum over ranks. t lives
   // on the communicator's device (f32 on CPU; f16/bf16/f32 on CUDA).
   virtual void allreduce_sum(Tensor& t) = 0;
+  // Rank r contributes local [rows, cols[r]] (row-major); every rank receives
+  // full [rows, sum(cols)] with rank r's block at columns sum(cols[0..r)).
+  // Every rank gets the same bits, so decisions taken from `full` agree.
+  virtual void allgather_columns(const Tensor& local, Tensor& full, const std::vector<int64_t>& cols) = 0;
 };
 
 }  // namespace tf::dist

@@ -1,16 +1,22 @@
 #include "dist/launch.h"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "dist/tensor_parallel.h"
+
 namespace tf::dist {
 namespace {
 World g_world;
+int g_err_fd = 2;  // where abort_all writes (the terminal's stderr, also on a quiet worker)
 
 bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_ID"})
+  // Open MPI's mpirun; PMI-1/PMI-2 (srun --mpi=pmi2, MPICH's hydra); PMIx (srun --mpi=pmix, prterun).
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_STEP_ID"})
     if (std::getenv(v)) return true;
   return false;
 }
@@ -18,6 +24,22 @@ bool launched_by_mpi() {
 int env_int(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : dflt;
+}
+
+// Workers run the same command as rank 0 (see tensor_parallel.h); only rank 0
+// talks. Their stdout and stderr go to /dev/null, but abort_all keeps the
+// original stderr so an error on any rank is still printed.
+void quiet_worker() {
+  if (std::getenv("TRIFORCE_TP_VERBOSE")) return;
+  const int null_fd = open("/dev/null", O_WRONLY);
+  if (null_fd < 0) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  g_err_fd = dup(2);
+  if (g_err_fd < 0) g_err_fd = 2;
+  dup2(null_fd, 1);
+  dup2(null_fd, 2);
+  close(null_fd);
 }
 }  // namespace
 
@@ -28,7 +50,7 @@ World& init(int* argc, char*** argv) {
   g_world.mpi = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_world.size);
-  int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", -1));
+  int local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", env_int("MPI_LOCALRANKID", -1)));
   if (local < 0) {  // no launcher hint: ranks that share a node share memory
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank, MPI_INFO_NULL, &node);
@@ -36,12 +58,14 @@ World& init(int* argc, char*** argv) {
     MPI_Comm_free(&node);
   }
   g_world.local_rank = local;
+  if (g_world.size > 1 && g_world.rank != 0) quiet_worker();
   return g_world;
 }
 
 World& world() { return g_world; }
 
 void finalize() {
+  if (g_world.mpi && g_world.rank == 0) shutdown_workers();  // workers serving an op stream stop too
   int inited = 0, fin = 0;
   MPI_Initialized(&inited);
   MPI_Finalized(&fin);
@@ -50,10 +74,9 @@ void finalize() {
 
 void abort_all(const std::string& msg, int code) {
   if (g_world.size > 1)
-    std::fprintf(stderr, "triforce: error (rank %d): %s\n", g_world.rank, msg.c_str());
+    dprintf(g_err_fd, "triforce: error (rank %d): %s\n", g_world.rank, msg.c_str());
   else
-    std::fprintf(stderr, "triforce: error: %s\n", msg.c_str());
-  std::fflush(stderr);
+    dprintf(g_err_fd, "triforce: error: %s\n", msg.c_str());
   if (g_world.mpi && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
   finalize();
   std::exit(code);

@@ -12,8 +12,12 @@ struct World {
   bool mpi = false;
 };
 
-// Initialises MPI only when a launcher set the environment (OMPI_*, PMI_*,
-// SLURM_*), so `triforce` also runs as a plain process.
+// Initialises MPI only when a launcher set the environment (mpirun: OMPI_*;
+// srun --mpi=pmi2 / pmix: PMI_* / PMIX_*; SLURM_STEP_ID), so `triforce` also
+// runs as a plain process. local_rank (which GPU: local_rank % devices) comes
+// from OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID, else from
+// an MPI_COMM_TYPE_SHARED split. Ranks other than 0 of a multi-rank job are
+// quiet: stdout and stderr go to /dev/null (TRIFORCE_TP_VERBOSE=1 keeps them).
 World& init(int* argc, char*** argv);
 World& world();
 void finalize();

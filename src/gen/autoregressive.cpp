@@ -18,16 +18,29 @@ GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, co
   TF_CHECK(int64_t(prompt.size()) + max_new_tokens <= cache.capacity(),
            "generate: prompt (" << prompt.size() << ") + --max-new-tokens (" << max_new_tokens
                                 << ") exceeds the KV capacity " << cache.capacity());
-  GenerateResult r;
-  const int64_t vocab = model.config().vocab_size;
   auto t0 = std::chrono::steady_clock::now();
   Tensor logits = model.forward(prompt, cache, 1);
-  r.prefill_ms = ms_since(t0);
+  const double prefill_ms = ms_since(t0);
+  GenerateResult r = continue_autoregressive(model, cache, logits.ptr<float>(), max_new_tokens, sp, stop_ids);
+  r.prefill_ms = prefill_ms;
+  return r;
+}
+
+GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, const float* last_logits,
+                                       int64_t max_new_tokens, const SamplingParams& sp,
+                                       const std::vector<int64_t>& stop_ids) {
+  TF_CHECK(cache.length() + max_new_tokens - 1 <= cache.capacity(),
+           "generate: " << cache.length() << " cached tokens + --max-new-tokens (" << max_new_tokens
+                        << ") exceed the KV capacity " << cache.capacity());
+  GenerateResult r;
+  const int64_t vocab = model.config().vocab_size;
+  Tensor logits;
+  const float* lg = last_logits;
   auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
   auto t1 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < max_new_tokens; ++i) {
     // Draw i of the seed's stream decides token i, whatever the backend.
-    int32_t tok = sample_token(logits.ptr<float>(), vocab, sp, uint64_t(i));
+    int32_t tok = sample_token(lg, vocab, sp, uint64_t(i));
     r.tokens.push_back(tok);
     if (is_stop(tok)) {
       r.stopped_at_eos = true;
@@ -36,6 +49,7 @@ GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, co
     if (i + 1 == max_new_tokens) break;
     if (i == 0) t1 = std::chrono::steady_clock::now();
     logits = model.forward(std::vector<int32_t>{tok}, cache, 1);
+    lg = logits.ptr<float>();
   }
   r.decode_ms = r.tokens.size() > 1 ? ms_since(t1) : 0.0;
   return r;

@@ -21,4 +21,11 @@ GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, co
                                        int64_t max_new_tokens, const SamplingParams& sp,
                                        const std::vector<int64_t>& stop_ids);
 
+// The decode loop alone, after a prefill run elsewhere: `cache` holds the whole
+// prompt and `last_logits` [vocab] are the logits after its last token.
+// prefill_ms is left 0; decode_ms as above.
+GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, const float* last_logits,
+                                       int64_t max_new_tokens, const SamplingParams& sp,
+                                       const std::vector<int64_t>& stop_ids);
+
 }  // namespace tf

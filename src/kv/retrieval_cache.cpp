@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "kv/slot_gather.h"
 #include "model/rope.h"
 #include "ops/ops.h"
 
@@ -22,26 +23,16 @@ RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens, con
   const int64_t keep = std::min(s.num_chunks, opt.budget / opt.chunk);
   s.chunks.resize(size_t(L * KH));
   s.scores.resize(size_t(L * KH));
-  auto& cref = const_cast<FullKVCache&>(cache);  // k_at is non-const; read only
-  std::vector<double> mean(static_cast<size_t>(D));
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t g = 0; g < KH; ++g) {
-      // The group's query summed over its heads: sum_h q_h . mean_k == (sum_h q_h) . mean_k.
-      std::vector<double> qs(size_t(D), 0.0);
+  for (int64_t l = 0; l < L; ++l) {
+    // The group's query summed over its heads: sum_h q_h . mean_k == (sum_h q_h) . mean_k.
+    std::vector<double> qs(size_t(KH * D), 0.0);
+    for (int64_t g = 0; g < KH; ++g)
       for (int64_t h = g * group; h < (g + 1) * group; ++h)
-        for (int64_t d = 0; d < D; ++d) qs[size_t(d)] += q[size_t(l)][size_t(h * D + d)];
+        for (int64_t d = 0; d < D; ++d) qs[size_t(g * D + d)] += q[size_t(l)][size_t(h * D + d)];
+    const std::vector<double> all = chunk_scores(cache, l, qs, opt.chunk, s.num_chunks);
+    for (int64_t g = 0; g < KH; ++g) {
       auto& sc = s.scores[size_t(l * KH + g)];
-      sc.assign(size_t(s.num_chunks), 0.0);
-      for (int64_t c = 0; c < s.num_chunks; ++c) {
-        std::fill(mean.begin(), mean.end(), 0.0);
-        for (int64_t t = c * opt.chunk; t < (c + 1) * opt.chunk; ++t) {
-          const float* kr = cref.k_at(l, g, t);
-          for (int64_t d = 0; d < D; ++d) mean[size_t(d)] += kr[d];
-        }
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += qs[size_t(d)] * mean[size_t(d)] / double(opt.chunk);
-        sc[size_t(c)] = dot;
-      }
+      sc.assign(all.begin() + g * s.num_chunks, all.begin() + (g + 1) * s.num_chunks);
       std::vector<int64_t> order;
       for (int64_t c = 1; c < s.num_chunks; ++c) order.push_back(c);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return sc[size_t(a)] > sc[size_t(b)]; });
@@ -50,11 +41,14 @@ RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens, con
       for (int64_t i = 0; i + 1 < keep; ++i) ch.push_back(order[size_t(i)]);
       std::sort(ch.begin(), ch.end());
     }
+  }
   return s;
 }
 
-RetrievalKVCache::RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity)
-    : opt_(opt), cache_(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, opt.budget + opt.chunk + tail_capacity) {}
+RetrievalKVCache::RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity,
+                                   int64_t kv_heads, Device dev, DType dtype)
+    : opt_(opt), cache_(cfg.num_layers, kv_heads > 0 ? kv_heads : cfg.num_kv_heads, cfg.head_dim,
+                        opt.budget + opt.chunk + tail_capacity, dev, dtype) {}
 
 void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prompt) {
   const int64_t P = int64_t(prompt.size());
@@ -62,8 +56,20 @@ void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prom
   FullKVCache full = model.make_cache(P);
   std::vector<std::vector<float>> q;
   model.forward_capturing_last_query(prompt, full, 1, q);
-  sel_ = select_chunks(full, P - 1, q, model.config().num_heads, opt_);
-  const int64_t L = full.num_layers(), KH = full.num_kv_heads(), D = full.head_dim();
+  build_from(full, P, q, model.weights().local_heads);
+}
+
+void RetrievalKVCache::build_from(const FullKVCache& full_in, int64_t n_prompt,
+                                  const std::vector<std::vector<float>>& q, int64_t num_heads) {
+  const int64_t P = n_prompt;
+  TF_CHECK(P >= 1 && full_in.length() >= P - 1 && full_in.num_kv_heads() == cache_.num_kv_heads() &&
+               full_in.num_layers() == cache_.num_layers() && int64_t(q.size()) == cache_.num_layers(),
+           "retrieval cache: the prefill holds " << full_in.length() << " tokens of " << full_in.num_kv_heads()
+                                                 << " KV heads; needed " << P - 1 << " of "
+                                                 << cache_.num_kv_heads());
+  const FullKVCache& full = full_in;
+  sel_ = select_chunks(full, P - 1, q, num_heads, opt_);
+  const int64_t L = full.num_layers(), KH = full.num_kv_heads();
   const int64_t per = int64_t(sel_.chunks.empty() ? 0 : sel_.chunks[0].size()) * opt_.chunk;
   region_ = per + sel_.remainder;
   cache_.reset();
@@ -71,18 +77,17 @@ void RetrievalKVCache::build(LlamaModel& model, const std::vector<int32_t>& prom
   std::iota(pos.begin(), pos.end(), 0);
   cache_.append_slots(pos.data(), region_);
   const int64_t rem_from = sel_.num_chunks * opt_.chunk;
+  SlotGather gather;
+  gather.m = region_;
+  gather.per_head = true;
+  gather.src_slots.reserve(size_t(L * KH * region_));
   for (int64_t l = 0; l < L; ++l)
     for (int64_t g = 0; g < KH; ++g) {
-      int64_t j = 0;
-      auto copy = [&](int64_t t) {
-        std::copy_n(full.k_at(l, g, t), D, cache_.k_at(l, g, j));
-        std::copy_n(full.v_at(l, g, t), D, cache_.v_at(l, g, j));
-        ++j;
-      };
       for (int64_t c : sel_.chunks[size_t(l * KH + g)])
-        for (int64_t t = c * opt_.chunk; t < (c + 1) * opt_.chunk; ++t) copy(t);
-      for (int64_t t = rem_from; t < P - 1; ++t) copy(t);
+        for (int64_t t = c * opt_.chunk; t < (c + 1) * opt_.chunk; ++t) gather.src_slots.push_back(int32_t(t));
+      for (int64_t t = rem_from; t < P - 1; ++t) gather.src_slots.push_back(int32_t(t));
     }
+  gather_slots(full, cache_, gather);
 }
 
 }  // namespace tf

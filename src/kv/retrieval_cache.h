@@ -39,13 +39,20 @@ RetrievalSelection select_chunks(const FullKVCache& cache, int64_t n_tokens,
 
 class RetrievalKVCache {
  public:
-  // tail_capacity: slots after the retrieved region.
-  RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity);
+  // tail_capacity: slots after the retrieved region. kv_heads: the KV heads
+  // this rank holds (model.weights().local_kv_heads); 0 = cfg.num_kv_heads.
+  // dev/dtype: where the cache lives (the model's device and dtype).
+  RetrievalKVCache(const ModelConfig& cfg, const RetrievalOptions& opt, int64_t tail_capacity, int64_t kv_heads = 0,
+                   Device dev = Device::CPU, DType dtype = DType::F32);
   // Build from a prompt: full prefill of `model` over the prompt (own temporary
-  // cache), retrieval from the last prompt token's query, copy of the selected
-  // K/V of prompt[0, P-1). The cache then holds region() slots; the last prompt
-  // token is to be forwarded next at position P-1.
+  // cache), then build_from. The cache then holds region() slots; the last
+  // prompt token is to be forwarded next at position P-1.
   void build(LlamaModel& model, const std::vector<int32_t>& prompt);
+  // Build from a prefill someone already ran (the top level's): `full` holds at
+  // least the first n_prompt - 1 tokens of the prompt, `q` the post-RoPE query
+  // of prompt token n_prompt - 1 per layer; num_heads = query heads per rank.
+  void build_from(const FullKVCache& full, int64_t n_prompt, const std::vector<std::vector<float>>& q,
+                  int64_t num_heads);
   FullKVCache& cache() { return cache_; }
   const FullKVCache& cache() const { return cache_; }
   int64_t region() const { return region_; }

@@ -34,9 +34,9 @@ Tensor upload_i32(const std::vector<int32_t>& v) {
 }  // namespace
 
 void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g) {
-  const int64_t L = src.num_layers(), H = src.num_kv_heads(), D = src.head_dim();
+  const int64_t L = dst.num_layers(), H = src.num_kv_heads(), D = src.head_dim();
   TF_CHECK(&src != &dst, "gather_slots: source and destination are the same cache");
-  TF_CHECK(dst.num_layers() == L && dst.num_kv_heads() == H && dst.head_dim() == D && src.device() == dst.device() &&
+  TF_CHECK(src.num_layers() >= L && dst.num_kv_heads() == H && dst.head_dim() == D && src.device() == dst.device() &&
                src.dtype() == dst.dtype(),
            "gather_slots: caches of different geometry, device or dtype");
   TF_CHECK(int64_t(g.src_slots.size()) == (g.per_head ? L * H * g.m : g.m), "gather_slots: slot list size");

@@ -2,6 +2,9 @@
 // retrieval and StreamingLLM caches need, so those caches keep one policy
 // and run wherever their FullKVCache lives. Destination slots must already be
 // claimed (append_slots); source and destination must be different caches.
+// The source may have more layers than the destination (a layer-skip draft
+// starts from the first layers of the target's prefill): the first
+// dst.num_layers() are gathered.
 #pragma once
 #include <cstdint>
 #include <vector>

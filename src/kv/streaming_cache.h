@@ -18,7 +18,10 @@ namespace tf {
 class StreamingKVCache {
  public:
   // capacity: physical slots (>= sink + window + the largest append between evictions).
-  StreamingKVCache(const ModelConfig& cfg, int64_t sink, int64_t window, int64_t capacity, bool reindex = true);
+  // kv_heads: the KV heads this rank holds (model.weights().local_kv_heads); 0 = cfg.num_kv_heads.
+  // dev/dtype: where the cache lives (the model's device and dtype).
+  StreamingKVCache(const ModelConfig& cfg, int64_t sink, int64_t window, int64_t capacity, bool reindex = true,
+                   int64_t kv_heads = 0, Device dev = Device::CPU, DType dtype = DType::F32);
 
   FullKVCache& cache() { return cache_; }
   const FullKVCache& cache() const { return cache_; }
@@ -31,11 +34,14 @@ class StreamingKVCache {
   std::vector<int64_t> next_positions(int64_t n, int64_t true_pos) const;
   // Keep sinks + the last `window` slots; returns the number of slots evicted.
   int64_t evict();
+  // Start from the first n tokens of a full cache (a prefill run elsewhere),
+  // already evicted: its sinks and its last `window` tokens, re-indexed as
+  // evict() would. Returns the number of tokens left out.
+  int64_t load_evicted(const FullKVCache& src, int64_t n);
 
  private:
-  void rerotate(float* k, int64_t delta) const;  // one head_dim key row by delta positions
-
   FullKVCache cache_;
+  FullKVCache window_scratch_;  // evict() moves the window through it (gathers never overlap)
   int64_t sink_, window_;
   bool reindex_;
   std::vector<float> inv_freq_;

@@ -118,7 +118,8 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   // Dynamic NTK: transformers updates once per call from max(position_ids) + 1.
   const RopeTable& rope = rope_.update(pmax + 1);
 
-  Tensor logits = Tensor::cpu(DType::F32, {n_out, cfg_.vocab_size});
+  const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
+  Tensor logits = Tensor::cpu(DType::F32, {n_out, V});
   const int64_t start_len = cache.length();
   const int64_t out_from = n - n_out;  // first token whose logits are returned
   try {
@@ -128,13 +129,18 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
       int64_t from = 0;
       if (c0 + m > out_from) {
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
-        dst = logits.ptr<float>() + (c0 + from - out_from) * cfg_.vocab_size;
+        dst = logits.ptr<float>() + (c0 + from - out_from) * V;
       }
       run_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope, dst ? from : m, dst, c0 + m == n);
     }
   } catch (...) {
     cache.truncate(start_len);
     throw;
+  }
+  if (V != cfg_.vocab_size) {  // vocab-parallel lm_head: every rank receives every rank's slice
+    Tensor full = Tensor::cpu(DType::F32, {n_out, cfg_.vocab_size});
+    comm_->allgather_columns(logits, full, vocab_slice_sizes(cfg_.vocab_size, w_.shard.size));
+    logits = full;
   }
   return logits;
 }
@@ -253,21 +259,23 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
     ops::rmsnorm(xs, w_.final_norm, xo, np);
     const int64_t rows_out = n - out_from;
+    const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
     if (!cuda) {
       Tensor lg;
       lg.data = logits_out;
       lg.dtype = DType::F32;
-      lg.shape = {rows_out, cfg_.vocab_size};
+      lg.shape = {rows_out, V};
       ops::linear(xo, w_.lm_head, lg);
       return;
     }
     const int64_t block = dlogits_.shape[0];
     for (int64_t r0 = 0; r0 < rows_out; r0 += block) {
       const int64_t m = std::min(block, rows_out - r0);
-      Tensor lg = slice_rows(dlogits_, 0, m);
+      Tensor lg = dlogits_;  // [m, V] at the start of the scratch
+      lg.shape = {m, V};
       Tensor xr = slice_rows(xo, r0, r0 + m);
       ops::linear(xr, w_.lm_head, lg);
-      copy_bytes(logits_out + r0 * cfg_.vocab_size, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      copy_bytes(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
     }
   }
 }

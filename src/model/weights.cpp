@@ -61,7 +61,8 @@ Geometry geometry(const ModelConfig& cfg, ShardSpec s) {
   TF_CHECK(cfg.num_heads % cfg.num_kv_heads == 0,
            "num_heads " << cfg.num_heads << " is not a multiple of num_kv_heads " << cfg.num_kv_heads);
   TF_CHECK(cfg.num_kv_heads % s.size == 0,
-           "num_kv_heads " << cfg.num_kv_heads << " does not split over " << s.size << " tensor-parallel ranks");
+           "tensor-parallel size " << s.size << " does not divide the model's " << cfg.num_kv_heads << " KV heads ("
+                                   << cfg.num_heads << " query heads)");
   TF_CHECK(cfg.intermediate_size % s.size == 0,
            "intermediate_size " << cfg.intermediate_size << " does not split over " << s.size << " ranks");
   Geometry g;
@@ -74,6 +75,16 @@ Geometry geometry(const ModelConfig& cfg, ShardSpec s) {
 
 }  // namespace
 
+VocabSlice vocab_slice(int64_t vocab, int64_t rank, int64_t size) {
+  return VocabSlice{vocab * rank / size, vocab * (rank + 1) / size};
+}
+
+std::vector<int64_t> vocab_slice_sizes(int64_t vocab, int64_t size) {
+  std::vector<int64_t> s;
+  for (int64_t r = 0; r < size; ++r) s.push_back(vocab_slice(vocab, r, size).size());
+  return s;
+}
+
 LlamaWeights LlamaWeights::load(const WeightSource& src, const ModelConfig& cfg, ShardSpec shard) {
   const Geometry g = geometry(cfg, shard);
   LlamaWeights w;
@@ -81,11 +92,14 @@ LlamaWeights LlamaWeights::load(const WeightSource& src, const ModelConfig& cfg,
   w.local_heads = g.hl; w.local_kv_heads = g.kvl; w.local_intermediate = g.il;
   w.embed = rows(src, "model.embed_tokens.weight", {g.vocab, g.hidden}, 0, g.vocab);
   w.final_norm = rows(src, "model.norm.weight", {g.hidden}, 0, g.hidden);
+  w.head_rows = shard.vocab_parallel_head ? vocab_slice(g.vocab, shard.rank, shard.size) : VocabSlice{0, g.vocab};
   if (src.has("lm_head.weight")) {
-    w.lm_head = rows(src, "lm_head.weight", {g.vocab, g.hidden}, 0, g.vocab);
+    w.lm_head = rows(src, "lm_head.weight", {g.vocab, g.hidden}, w.head_rows.begin, w.head_rows.end);
   } else {
     TF_CHECK(cfg.tie_word_embeddings, "checkpoint has no lm_head.weight and tie_word_embeddings is false");
-    w.lm_head = w.embed;
+    w.lm_head = w.embed;  // a view of the embedding's rows: no copy
+    w.lm_head.data = w.embed.ptr<float>() + w.head_rows.begin * g.hidden;
+    w.lm_head.shape = {w.head_rows.size(), g.hidden};
   }
   w.layers.resize(size_t(cfg.num_layers));
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
@@ -124,6 +138,7 @@ LlamaWeights LlamaWeights::random(const ModelConfig& cfg, uint64_t seed, float s
   for (int64_t i = 0; i < g.vocab * g.hidden; ++i) w.embed.ptr<float>()[i] *= 50.0f;  // O(1) activations
   w.final_norm = norm(g.hidden);
   w.lm_head = cfg.tie_word_embeddings ? w.embed : mat(g.vocab, g.hidden);
+  w.head_rows = VocabSlice{0, g.vocab};
   w.layers.resize(size_t(cfg.num_layers));
   for (auto& L : w.layers) {
     L.attn_norm = norm(g.hidden);

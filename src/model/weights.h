@@ -3,8 +3,10 @@
 // tensor-parallel slice is read: q/k/v/gate/up are column-parallel (their
 // output rows are sliced; q/k/v by KV-head groups, so rank r owns kv heads
 // [r*kvh/size, (r+1)*kvh/size) and the query heads that read them), o/down are
-// row-parallel (their input columns are sliced the same way). Norms,
-// embedding and lm_head are replicated.
+// row-parallel (their input columns are sliced the same way). Norms and the
+// embedding are replicated; the lm_head is vocab-parallel (rank r holds vocab
+// rows vocab_slice(vocab, r, size); the forward all-gathers the logit slices)
+// unless ShardSpec says replicated.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,7 +21,17 @@ namespace tf {
 struct ShardSpec {
   int64_t rank = 0;
   int64_t size = 1;
+  bool vocab_parallel_head = true;  // false: every rank holds the whole lm_head
 };
+
+// Rows [begin, end) of a vocabulary of `vocab` that rank `rank` of `size` owns
+// (balanced: sizes differ by at most one).
+struct VocabSlice {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+VocabSlice vocab_slice(int64_t vocab, int64_t rank, int64_t size);
+std::vector<int64_t> vocab_slice_sizes(int64_t vocab, int64_t size);  // [r] = vocab_slice(vocab, r, size).size()
 
 struct LayerWeights {
   Tensor attn_norm;            // [hidden]
@@ -39,7 +51,8 @@ struct LlamaWeights {
   int64_t local_heads = 0, local_kv_heads = 0, local_intermediate = 0;
   Tensor embed;       // [vocab, hidden]
   Tensor final_norm;  // [hidden]
-  Tensor lm_head;     // [vocab, hidden]; shares storage with embed when tied
+  VocabSlice head_rows;  // the vocab rows lm_head holds (all of them unless vocab-parallel)
+  Tensor lm_head;     // [head_rows.size(), hidden]; shares storage with embed when tied
   std::vector<LayerWeights> layers;
 
   // Reads and validates every tensor (one-line error naming the tensor).

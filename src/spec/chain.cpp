@@ -22,6 +22,7 @@ SpecChain::SpecChain(std::vector<Verifier*> verifiers, Drafter& drafter, ChainOp
 }
 
 void SpecChain::init_checks() {
+  if (opt_.clock) clock_ = opt_.clock;
   TF_CHECK(!levels_.empty(), "spec chain: needs at least the target");
   TF_CHECK(opt_.gamma.size() >= levels_.size(),
            "spec chain: " << levels_.size() + 1 << " levels need " << levels_.size() << " gamma values");
@@ -41,6 +42,8 @@ const ModelRunner& SpecChain::runner(int level) const {
 void SpecChain::verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub,
                             const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
   Verifier& run = *levels_[size_t(level - 1)];
+  LevelMetrics& m = metrics_[size_t(level)];
+  ScopedPhase timed(*clock_, m.ns);
   const int64_t V = run.vocab();
   const int64_t g = int64_t(sub.tokens.size());
   std::vector<int32_t> seq = context;
@@ -51,7 +54,6 @@ void SpecChain::verify_into(int level, const std::vector<int32_t>& context, cons
   const bool top = level == levels() - 1;
   vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], sp.greedy(),
               top ? opt_.top_mode : opt_.middle_mode);
-  LevelMetrics& m = metrics_[size_t(level)];
   ++m.steps;
   m.drafted += g;
   m.accepted += vr.accepted;
@@ -60,7 +62,10 @@ void SpecChain::verify_into(int level, const std::vector<int32_t>& context, cons
 }
 
 Proposal SpecChain::propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp) {
-  if (level == 0) return drafter_->propose(context, opt_.gamma[0], sp, rng_[0]);
+  if (level == 0) {
+    ScopedPhase timed(*clock_, metrics_[0].ns);
+    return drafter_->propose(context, opt_.gamma[0], sp, rng_[0]);
+  }
   const int64_t V = drafter_->vocab();
   Proposal out;
   std::vector<int32_t> ctx = context;
@@ -95,11 +100,8 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
            "spec chain: prompt (" << prompt.size() << ") + max new tokens (" << max_new_tokens
                                   << ") + speculation (" << spec + 1 << ") exceed the KV capacity "
                                   << opt_.max_context);
-  drafter_->reset();
-  for (auto* r : levels_) {
-    r->reset();
-    r->begin(prompt);
-  }
+  drafter_->begin(prompt);
+  for (auto* r : levels_) r->begin(prompt);
   rng_.clear();
   for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
   metrics_.assign(size_t(levels()), LevelMetrics{});
@@ -113,7 +115,10 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   VerifyResult vr;
   std::vector<float> p;
   bool done = max_new_tokens <= 0;
+  std::vector<LevelMetrics> before;
   while (!done) {
+    before = metrics_;
+    const size_t gen_before = res.gen.tokens.size();
     Proposal cand = propose(top - 1, ctx, sp);
     verify_into(top, ctx, cand, sp, vr, p);
     ++res.top_steps;
@@ -137,6 +142,15 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
     // Roll every cache back to the committed prefix.
     drafter_->sync(ctx);
     for (auto* r : levels_) r->sync(ctx);
+    StepRecord rec;
+    rec.drafted.assign(size_t(levels()), 0);
+    rec.accepted.assign(size_t(levels()), 0);
+    for (int l = 1; l < levels(); ++l) {
+      rec.drafted[size_t(l)] = metrics_[size_t(l)].drafted - before[size_t(l)].drafted;
+      rec.accepted[size_t(l)] = metrics_[size_t(l)].accepted - before[size_t(l)].accepted;
+    }
+    rec.generated = int64_t(res.gen.tokens.size() - gen_before);
+    res.steps.push_back(std::move(rec));
     if (on_step) on_step(*this, ctx, vr);
   }
   res.gen.decode_ms = res.gen.tokens.size() > 1 ? ms_since(t1) : 0.0;

@@ -6,6 +6,8 @@
 // carries level l's distribution p as its proposal q upward. The top level
 // verifies one such block per step. gamma[0] is the drafter's tokens per call
 // (γ1), gamma[1] the middle level's block (γ2), ...; gamma[N-1] is unused.
+// generate() starts every level with begin(prompt) (a level prepared for this
+// prompt, e.g. from a PrefillSnapshot, keeps what it holds).
 // Every cache is rolled back (truncated to the committed prefix) after each
 // verification. Lossless at any temperature/top-p with ResampleMode::residual;
 // exactly generate_autoregressive's output at T = 0.
@@ -19,6 +21,7 @@
 #include "gen/autoregressive.h"
 #include "gen/sampling.h"
 #include "spec/drafter.h"
+#include "spec/phase_timer.h"
 #include "spec/verify.h"
 
 namespace tf::spec {
@@ -29,6 +32,7 @@ struct LevelMetrics {
   int64_t drafted = 0;   // proposals received
   int64_t accepted = 0;  // proposals accepted
   std::vector<int64_t> accepted_hist;  // [n] = steps that accepted exactly n
+  int64_t ns = 0;  // wall time of this level's own work (level 0: proposing; l >= 1: its forwards + verify)
   double alpha() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   double tau() const { return steps ? 1.0 + double(accepted) / double(steps) : 0.0; }
 };
@@ -38,12 +42,20 @@ struct ChainOptions {
   ResampleMode middle_mode = ResampleMode::residual;  // levels below the top
   ResampleMode top_mode = ResampleMode::residual;
   int64_t max_context = 4096;  // capacity of every cache (prompt + generated + speculation)
+  const PhaseClock* clock = nullptr;  // nullptr: a plain steady_clock (CPU)
+};
+
+// One top-level step: what each level drafted and accepted during it.
+struct StepRecord {
+  std::vector<int64_t> drafted, accepted;  // [l] for verifier level l >= 1 ([0] unused, 0)
+  int64_t generated = 0;                   // tokens committed by this step
 };
 
 struct ChainResult {
   GenerateResult gen;
   std::vector<LevelMetrics> levels;  // [0] unused (the drafter), [l] = level l as verifier
   int64_t top_steps = 0;
+  std::vector<StepRecord> steps;
 };
 
 class SpecChain {
@@ -78,6 +90,8 @@ class SpecChain {
   ChainOptions opt_;
   std::vector<RngStream> rng_;
   std::vector<LevelMetrics> metrics_;
+  PhaseClock default_clock_;
+  const PhaseClock* clock_ = &default_clock_;
 };
 
 }  // namespace tf::spec

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "spec/prefill.h"
 
 namespace tf::spec {
 
@@ -11,6 +12,22 @@ ModelRunner::ModelRunner(LlamaModel& model, int64_t capacity) : model_(&model), 
 void ModelRunner::reset() {
   cache_.reset();
   cached_.clear();
+}
+
+void ModelRunner::load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens) {
+  copy_prefix(src, int64_t(tokens.size()), cache_);
+  cached_ = tokens;
+}
+
+void ModelRunner::last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q) {
+  TF_CHECK(!context.empty(), "ModelRunner::last_query: empty context");
+  sync(context);
+  const size_t keep = std::min(cached_.size(), context.size() - 1);
+  cache_.truncate(int64_t(keep));
+  cached_.resize(keep);
+  std::vector<int32_t> fresh(context.begin() + int64_t(keep), context.end());
+  model_->forward_capturing_last_query(fresh, cache_, 1, q);
+  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
 }
 
 void ModelRunner::sync(const std::vector<int32_t>& context) {
@@ -35,14 +52,14 @@ Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   return out;
 }
 
-Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
-                               RngStream& rng) {
+Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                RngStream& rng) {
   Proposal pr;
-  const int64_t V = vocab();
+  const int64_t V = v.vocab();
   pr.q.resize(size_t(k * V));
   std::vector<int32_t> seq = context;
   for (int64_t i = 0; i < k; ++i) {
-    Tensor lg = runner_.logits(seq, 1);
+    Tensor lg = v.logits(seq, 1);
     float* qi = pr.q.data() + i * V;
     sampling_distribution(lg.ptr<float>(), V, sp, qi);
     const int32_t t = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
@@ -50,6 +67,16 @@ Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, c
     seq.push_back(t);
   }
   return pr;
+}
+
+Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                               RngStream& rng) {
+  return propose_autoregressive(runner_, context, k, sp, rng);
+}
+
+Proposal VerifierDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                  RngStream& rng) {
+  return propose_autoregressive(*v_, context, k, sp, rng);
 }
 
 Proposal NgramDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams&, RngStream&) {
@@ -76,7 +103,7 @@ LlamaModel make_layer_skip_model(const LlamaModel& target, int64_t K) {
   c.num_layers = K;
   LlamaWeights w = target.weights();  // Tensors share storage through their owners
   w.layers.resize(size_t(K));
-  return LlamaModel(c, std::move(w), target.max_chunk());
+  return LlamaModel(c, std::move(w), target.max_chunk(), target.communicator());  // a shard runs with its ranks
 }
 
 LayerSkipDrafter::LayerSkipDrafter(const LlamaModel& target, int64_t K, int64_t capacity)

@@ -31,8 +31,9 @@ class Verifier {
   // Roll back to the longest common prefix with the committed context.
   virtual void sync(const std::vector<int32_t>& context) = 0;
   virtual void reset() = 0;
-  // A new prompt (after reset); levels that build per-prompt state do it here.
-  virtual void begin(const std::vector<int32_t>& prompt) {}
+  // A new prompt. Default: forget everything. A level that already holds a
+  // prefix of this prompt (a reused prefill) may keep it.
+  virtual void begin(const std::vector<int32_t>& prompt) { reset(); }
 };
 
 class ModelRunner : public Verifier {
@@ -50,6 +51,14 @@ class ModelRunner : public Verifier {
   // Roll the cache back to its longest common prefix with `context`.
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
+  // Keeps the cached prefix the prompt shares (rollback == truncate).
+  void begin(const std::vector<int32_t>& prompt) override { sync(prompt); }
+  // Start from an existing cache holding `tokens` (its first tokens.size()
+  // slots; e.g. the target's prefill, or its first layers for a layer-skip model).
+  void load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens);
+  // The post-RoPE query of context's last token per layer (for re-retrieval);
+  // the cache then holds all of context.
+  void last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q);
 
  private:
   LlamaModel* model_;
@@ -62,6 +71,10 @@ struct Proposal {
   std::vector<float> q;  // [tokens.size(), vocab]
 };
 
+// k tokens drawn one at a time from v's logits after context (+ the tokens so far).
+Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                RngStream& rng);
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -72,8 +85,10 @@ class Drafter {
                            RngStream& rng) = 0;
   // The committed context after verification: roll back speculative state.
   virtual void sync(const std::vector<int32_t>& context) = 0;
-  // Forget everything (a new prompt).
+  // Forget everything.
   virtual void reset() = 0;
+  // A new prompt; a drafter prepared for it (a reused prefill) may keep its state.
+  virtual void begin(const std::vector<int32_t>& prompt) { reset(); }
   // Tokens of model state currently held (cache length), -1 if stateless.
   virtual int64_t cache_length() const { return -1; }
 };
@@ -87,8 +102,10 @@ class ModelDrafter : public Drafter {
                    RngStream& rng) override;
   void sync(const std::vector<int32_t>& context) override { runner_.sync(context); }
   void reset() override { runner_.reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { runner_.begin(prompt); }
   int64_t cache_length() const override { return runner_.cache().length(); }
   const ModelRunner& runner() const { return runner_; }
+  ModelRunner& runner() { return runner_; }
 
  private:
   ModelRunner runner_;
@@ -110,6 +127,25 @@ class NgramDrafter : public Drafter {
   int64_t vocab_, max_n_;
 };
 
+// Any verifying level used as the bottom of a chain: proposes k tokens one at
+// a time from its own logits (e.g. the target on a retrieval cache drafting
+// for the full target, the `retrieval` method).
+class VerifierDrafter : public Drafter {
+ public:
+  explicit VerifierDrafter(std::unique_ptr<Verifier> v) : v_(std::move(v)) {}
+  int64_t vocab() const override { return v_->vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>& context) override { v_->sync(context); }
+  void reset() override { v_->reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { v_->begin(prompt); }
+  Verifier& verifier() { return *v_; }
+  const Verifier& verifier() const { return *v_; }
+
+ private:
+  std::unique_ptr<Verifier> v_;
+};
+
 // The target's first K layers + its final norm and head (weights shared, not copied).
 LlamaModel make_layer_skip_model(const LlamaModel& target, int64_t K);
 
@@ -123,7 +159,9 @@ class LayerSkipDrafter : public Drafter {
   }
   void sync(const std::vector<int32_t>& context) override { inner_->sync(context); }
   void reset() override { inner_->reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { inner_->begin(prompt); }
   int64_t cache_length() const override { return inner_->cache_length(); }
+  ModelRunner& runner() { return inner_->runner(); }
 
  private:
   std::unique_ptr<LlamaModel> model_;

@@ -7,7 +7,7 @@
 namespace tf::spec {
 
 RetrievalRunner::RetrievalRunner(LlamaModel& model, RetrievalOptions opt, int64_t tail_capacity)
-    : model_(&model), rc_(model.config(), opt, tail_capacity + 1) {}
+    : model_(&model), rc_(model.config(), opt, tail_capacity + 1, model.weights().local_kv_heads, model.device(), model.dtype()) {}
 
 void RetrievalRunner::reset() {
   rc_.cache().reset();
@@ -16,15 +16,28 @@ void RetrievalRunner::reset() {
 }
 
 void RetrievalRunner::begin(const std::vector<int32_t>& prompt) {
+  if (!prompt_.empty() && prompt_ == prompt) {
+    sync(prompt);
+    return;
+  }
   reset();
-  prompt_ = prompt;
   rc_.build(*model_, prompt);
+  prompt_ = prompt;
+}
+
+void RetrievalRunner::begin_from(const std::vector<int32_t>& prompt, const FullKVCache& full,
+                                 const std::vector<std::vector<float>>& q) {
+  reset();
+  rc_.build_from(full, int64_t(prompt.size()), q, model_->weights().local_heads);
+  prompt_ = prompt;
 }
 
 void RetrievalRunner::rebuild(const std::vector<int32_t>& context) {
   // The committed context becomes the new "prompt": chunks are scored against
   // the query of its last token, whose K/V then lives in the tail as usual.
-  begin(context);
+  reset();
+  rc_.build(*model_, context);
+  prompt_ = context;
 }
 
 size_t RetrievalRunner::common(const std::vector<int32_t>& seq) const {

@@ -16,7 +16,13 @@ class RetrievalRunner : public Verifier {
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
+  // Builds the cache from its own prefill, unless it already holds this prompt's
+  // (from begin_from or a previous run), which it then keeps.
   void begin(const std::vector<int32_t>& prompt) override;
+  // Build from a prefill someone already ran: `full` holds the prompt's K/V
+  // (at least P - 1 tokens), q the last prompt token's query per layer.
+  void begin_from(const std::vector<int32_t>& prompt, const FullKVCache& full,
+                  const std::vector<std::vector<float>>& q);
   // Re-retrieval: choose the chunks again from the whole committed context.
   void rebuild(const std::vector<int32_t>& context);
   const RetrievalKVCache& retrieval() const { return rc_; }
@@ -27,7 +33,7 @@ class RetrievalRunner : public Verifier {
 
   LlamaModel* model_;
   RetrievalKVCache rc_;
-  std::vector<int32_t> prompt_;
+  std::vector<int32_t> prompt_;  // what the retrieved region was built from (empty: nothing built)
   std::vector<int32_t> tail_;  // tokens in tail slots: context[P-1 ...]
 };
 

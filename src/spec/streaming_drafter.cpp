@@ -8,7 +8,8 @@ namespace tf::spec {
 
 StreamingDrafter::StreamingDrafter(LlamaModel& model, int64_t sink, int64_t window, int64_t max_spec, bool reindex)
     : model_(&model), max_spec_(max_spec),
-      cache_(model.config(), sink, window, sink + 2 * window + max_spec + 2, reindex) {}
+      cache_(model.config(), sink, window, sink + 2 * window + max_spec + 2, reindex,
+             model.weights().local_kv_heads, model.device(), model.dtype()) {}
 
 void StreamingDrafter::reset() {
   cache_.cache().reset();

@@ -74,9 +74,69 @@ assert got["n_generated"] == 12, got
 print(f"tp2 ok: rank 0 tokens equal the single process ({len(got['tokens'])} tokens); ranks with results: {sorted(by_rank)}")
 PY
 
-# 2. The sweep as a job array, then the merge.
-if ! "$bin" sweep --help >/dev/null 2>&1; then
-  echo "triforce sweep not built yet: the array sweep part did not run"
+# 2. The sweep as a job array (3 shards of a 4-unit grid: uneven), then the
+# merge; compared with the same sweep run here as one process.
+sweep_part() {
+cat >"$tmp/sweep.ini" <<INI
+target = $model
+prompt-tokens = $model/prompt.npy
+method = ar,triforce
+draft = layerskip:1
+context = 32,64,96,128
+max-new-tokens = 8
+budget = 16,32
+chunk-size = 4
+gamma2 = 2
+INI
+"$bin" sweep --config "$tmp/sweep.ini" --out "$tmp/local.h5" --quiet
+shards=3
+ids=$(run_submit submit_sweep.sh --config "$tmp/sweep.ini" --shards $shards --out "$tmp/sweep" --job-name sw)
+echo "$ids"
+array_job=$(awk '$1 == "array" {print $2}' <<<"$ids")
+for ((i = 0; i < shards; i++)); do
+  [[ -f $tmp/logs/sw_${array_job}_$i.out ]] || { echo "FAIL: no array log sw_${array_job}_$i.out (%x_%A_%a)"; exit 1; }
+done
+python3 - "$tmp/local.h5" "$tmp/sweep" "$shards" "$array_job" <<'PY'
+import sys, h5py
+local_path, outdir, shards, array_job = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+def runs(f):
+    out = {}
+    for g in f["runs"].values():
+        key = text(g.attrs["key"])
+        assert key not in out, f"run key {key} twice"
+        out[key] = (int(g.attrs["index"]), [int(t) for t in g["tokens"][()]])
+    return out
+
+with h5py.File(local_path, "r") as f:
+    expect = runs(f)
+    n = int(f.attrs["grid_points"])
+assert len(expect) == n, (len(expect), n)
+with h5py.File(f"{outdir}/merged.h5", "r") as f:
+    got = runs(f)
+    indices = sorted(i for i, _ in got.values())
+    assert indices == list(range(n)), f"grid indices {indices}, expected each of 0..{n - 1} once"
+    assert set(got) == set(expect), f"keys differ: {set(got) ^ set(expect)}"
+    for k, (i, toks) in got.items():
+        assert (i, toks) == expect[k], f"run {k}: {(i, toks)} vs single process {expect[k]}"
+    summary = f["summary"][()]
+    assert sorted(int(x) for x in summary["index"]) == list(range(n)), summary["index"]
+    # The shards' root attributes, kept per shard, carry the SLURM ids.
+    tasks = sorted(text(g.attrs["slurm_array_task_id"]) for g in f["shards"].values())
+    jobs = {text(g.attrs["slurm_array_job_id"]) for g in f["shards"].values()}
+    assert tasks == [str(i) for i in range(shards)], tasks
+    assert jobs == {array_job}, jobs
+print(f"sweep ok: {n} grid points, each once in the merged file of {shards} array tasks; "
+      "tokens equal the single-process sweep")
+PY
+}
+if "$bin" sweep --help >/dev/null 2>&1; then
+  sweep_part
+else
+  echo "triforce sweep/merge not built yet: the array sweep part did not run"
 fi
 
 # 3. The GPU path of the scripts, on a node with placeholder GPUs as gres: the

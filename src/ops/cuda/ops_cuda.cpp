@@ -6,6 +6,7 @@
 #include "activation.cuh"
 #include "attention_decode.cuh"
 #include "attention_generic.cuh"
+#include "attention_prefill.cuh"
 #include "common.cuh"
 #include "elementwise.cuh"
 #include "embedding.cuh"
@@ -172,6 +173,16 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     g.head_dim = ap.head_dim, g.head_stride = kv.head_stride, g.token_stride = kv.token_stride;
     g.scale = ap.scale, g.dtype = q.dtype;
     cuda::attention_generic(g);
+    return;
+  }
+  if (n > 32) {  // prefill-sized calls: the tensor-core flash kernel (queries are the last n slots)
+    TF_CHECK(kv.length >= n, "attention: " << n << " queries but the KV view holds " << kv.length << " slots");
+    cuda::AttentionPrefillParams pp;
+    pp.q = q.data, pp.k_cache = kv.dev_k, pp.v_cache = kv.dev_v, pp.out = out.data;
+    pp.n = n, pp.kv_length = kv.length, pp.num_heads = ap.num_heads, pp.num_kv_heads = ap.num_kv_heads;
+    pp.head_dim = ap.head_dim, pp.capacity = kv.capacity, pp.head_stride = kv.head_stride;
+    pp.token_stride = kv.token_stride, pp.scale = ap.scale, pp.dtype = q.dtype;
+    cuda::attention_prefill(pp);
     return;
   }
   const int64_t per = 32;  // the decode kernel's query limit; longer calls go block by block

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Plots from a `triforce sweep` (or `triforce merge`) HDF5 file.
+
+    python3 experiments/plot.py RESULTS.h5 [--out DIR]
+
+Writes six PNGs into DIR (default: next to the file, in <name>_plots/):
+  l2_acceptance_vs_budget.png   acceptance of the top level (L2: retrieval-cache target vs full target) vs budget
+  acceptance_vs_chunk.png       acceptance per level vs retrieval chunk size
+  speedup_vs_context.png        decode speedup over ar at the same point vs context length
+  latency_breakdown.png         decode ms/token split by phase (draft, middle, verify, re-retrieval, other)
+  per_position_acceptance.png   P(accepted length > i) per draft position, from the accepted-length histograms
+  gamma_ablation.png            speedup and acceptance vs gamma1 and gamma2
+Points that share a plotted value are averaged (error bars: standard deviation). A plot whose
+parameter the sweep did not vary still shows the points it has; one without any says so.
+The layout it reads is docs/RESULTS.md.
+"""
+import argparse
+import os
+import sys
+from collections import defaultdict
+
+import h5py
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+PHASES = [("draft_ms_per_token", "draft"), ("middle_ms_per_token", "middle levels"),
+          ("verify_ms_per_token", "top verify"), ("rebuild_ms_per_token", "re-retrieval"),
+          ("other_ms_per_token", "other")]
+
+
+def load(path):
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("schema") not in ("triforce-sweep", b"triforce-sweep"):
+            sys.exit(f"{path}: not a triforce sweep file (root attribute schema)")
+        table = f["summary"][:]
+        rows = []
+        for r in table:
+            row = {}
+            for name in table.dtype.names:
+                v = r[name]
+                row[name] = v.decode() if isinstance(v, bytes) else v.item()
+            rows.append(row)
+        hists = {}
+        for name, g in f["runs"].items():
+            n = int(g.attrs.get("n_levels", 0))
+            hists[int(g.attrs["index"])] = {l: g[f"accepted_hist_l{l}"][:] for l in range(1, n + 1)
+                                            if f"accepted_hist_l{l}" in g}
+        title = f"{f.attrs.get('name', '')} | {os.path.basename(str(f.attrs.get('target', '')))} | " \
+                f"{f.attrs.get('device', '')} | git {str(f.attrs.get('git_sha', ''))[:10]}"
+    return rows, hists, title
+
+
+def finite(v):
+    return v is not None and not (isinstance(v, float) and np.isnan(v))
+
+
+def mean_std(vals):
+    a = np.asarray(vals, dtype=float)
+    return float(a.mean()), float(a.std()) if len(a) > 1 else 0.0
+
+
+def series(rows, x, y, group, keep=lambda r: True):
+    """{group label: ([x], [mean y], [std y])} over rows with finite x and y."""
+    acc = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if not keep(r) or not finite(r.get(x)) or not finite(r.get(y)) or r.get(x) == -1:
+            continue
+        acc[group(r)][r[x]].append(r[y])
+    out = {}
+    for g, by_x in sorted(acc.items()):
+        xs = sorted(by_x)
+        ms = [mean_std(by_x[v]) for v in xs]
+        out[g] = (xs, [m for m, _ in ms], [s for _, s in ms])
+    return out
+
+
+def draw(ax, data, xlabel, ylabel, logx=False):
+    if not data:
+        ax.text(0.5, 0.5, "no runs in this file vary this", ha="center", va="center", transform=ax.transAxes)
+    for label, (xs, ys, es) in data.items():
+        ax.errorbar(xs, ys, yerr=es, marker="o", capsize=3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logx and data:
+        ax.set_xscale("log", base=2)
+    ax.grid(alpha=0.3)
+    if data:
+        ax.legend(fontsize=7)
+
+
+def spec_rows(r):
+    return r["method"] != "ar"
+
+
+def label(r, *keys):
+    parts = [r["method"]]
+    for k in keys:
+        parts.append(f"{k}={r[k]:g}" if isinstance(r[k], float) else f"{k}={r[k]}")
+    return " ".join(parts)
+
+
+def save(fig, out, name, title):
+    fig.suptitle(title, fontsize=8)
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_all(path, out):
+    rows, hists, title = load(path)
+    os.makedirs(out, exist_ok=True)
+    written = []
+    two_level = lambda r: finite(r.get("alpha_l2"))  # noqa: E731
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    draw(ax, series(rows, "resolved_budget", "alpha_l2", lambda r: label(r, "context", "temperature"), two_level),
+         "retrieval budget (tokens)", "L2 acceptance (top level)", logx=True)
+    written.append(save(fig, out, "l2_acceptance_vs_budget.png", title))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    data = series(rows, "resolved_chunk", "alpha_top", lambda r: label(r, "context") + " top", two_level)
+    data.update(series(rows, "resolved_chunk", "alpha_l1", lambda r: label(r, "context") + " L1", two_level))
+    draw(ax, data, "retrieval chunk size (tokens)", "acceptance", logx=True)
+    written.append(save(fig, out, "acceptance_vs_chunk.png", title))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    draw(ax, series(rows, "context", "speedup_vs_ar", lambda r: label(r, "temperature"), spec_rows),
+         "context length (tokens)", "decode speedup over ar", logx=True)
+    ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+    written.append(save(fig, out, "speedup_vs_context.png", title))
+
+    # Latency: one bar per (method, context), averaged over everything else.
+    groups = defaultdict(list)
+    for r in rows:
+        if finite(r.get("decode_ms_per_token")):
+            groups[(r["method"], r["context"])].append(r)
+    keys = sorted(groups, key=lambda k: (k[1], k[0]))
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(keys) + 2), 4))
+    bottom = np.zeros(len(keys))
+    for field, name in PHASES:
+        vals = np.array([np.nanmean([r.get(field, np.nan) for r in groups[k]]) for k in keys]) if keys else []
+        vals = np.nan_to_num(vals)
+        ax.bar(range(len(keys)), vals, bottom=bottom, label=name)
+        bottom = bottom + vals
+    ax.set_xticks(range(len(keys)))
+    ax.set_xticklabels([f"{m}\nctx {c}" for m, c in keys], fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("decode ms per token")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    written.append(save(fig, out, "latency_breakdown.png", title))
+
+    # Per-position acceptance: r_i = P(a > i) from the summed accepted-length histograms.
+    fig, ax = plt.subplots(figsize=(6, 4))
+    summed = defaultdict(lambda: None)
+    by_index = {int(r["index"]): r for r in rows}
+    for idx, levels in hists.items():
+        r = by_index.get(idx)
+        if r is None:
+            continue
+        top = max(levels) if levels else 0
+        for l, h in levels.items():
+            key = f"{r['method']} " + ("top" if l == top else f"L{l}")
+            cur = summed[key]
+            if cur is None or len(cur) < len(h):
+                cur = np.pad(cur if cur is not None else np.zeros(0), (0, len(h) - (0 if cur is None else len(cur))))
+            cur = cur.copy()
+            cur[: len(h)] += h
+            summed[key] = cur
+    any_drawn = False
+    for key, h in sorted(summed.items()):
+        steps = h.sum()
+        if steps == 0 or len(h) < 2:
+            continue
+        rate = [h[i + 1:].sum() / steps for i in range(len(h) - 1)]
+        ax.plot(range(1, len(rate) + 1), rate, marker="o", ls="-" if key.endswith("top") else "--", label=key)
+        any_drawn = True
+    if not any_drawn:
+        ax.text(0.5, 0.5, "no speculative runs", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(fontsize=7)
+    ax.set_xlabel("draft position i")
+    ax.set_ylabel("P(accepted length >= i)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    written.append(save(fig, out, "per_position_acceptance.png", title))
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    for col, g in enumerate(["gamma1", "gamma2"]):
+        keep = lambda r, g=g: spec_rows(r) and r.get(g, -1) != -1  # noqa: E731
+        draw(axes[0][col], series(rows, g, "speedup_vs_ar", lambda r: label(r, "context"), keep), g,
+             "decode speedup over ar")
+        draw(axes[1][col], series(rows, g, "alpha_top", lambda r: label(r, "context"), keep), g,
+             "top-level acceptance")
+    written.append(save(fig, out, "gamma_ablation.png", title))
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file")
+    ap.add_argument("--out", help="folder for the PNGs (default: <file stem>_plots next to the file)")
+    a = ap.parse_args()
+    out = a.out or os.path.splitext(a.file)[0] + "_plots"
+    for p in plot_all(a.file, out):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()

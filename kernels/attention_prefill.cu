@@ -1,0 +1,266 @@
+#include <cmath>
+
+#include "attention_mma.cuh"
+#include "attention_prefill.cuh"
+#include "common.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kMT = 2;                // m16 tiles per warp: K/V fragments are reused for 32 rows
+constexpr int kWarps = 4;
+constexpr int kRW = 16 * kMT;         // query rows per warp
+constexpr int kBM = kRW * kWarps;     // query rows per CTA
+// KV slots per pipeline stage: 32 at head_dim 128 keeps S and O (192 fp32) in registers without spills.
+template <int D> constexpr int kBN = D == 128 ? 32 : 64;
+constexpr int kThreads = kWarps * 32;
+constexpr int kStages = 3;            // K/V tiles in flight: the next two load while one is consumed
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct PrefillArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  int n, H, G;
+  int64_t kv_length, head_stride, token_stride;
+  float scale_log2;
+};
+
+template <int D> constexpr size_t prefill_smem_bytes() {
+  return sizeof(uint16_t) * (size_t(kBM) * D + size_t(kStages) * 2 * kBN<D> * D);
+}
+
+// grid = (query blocks, heads); block = 4 warps of 32 query rows each. Query
+// blocks run last-first, so the longest (most keys) start first and the short
+// ones fill the tail; the blocks in flight walk the same K/V head in step, so
+// its tiles come from L2.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillArgs a) {
+  using namespace mma;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* k_s = q_s + kBM * D;                 // [kStages][kBN<D> * D]
+  T* v_s = k_s + kStages * kBN<D> * D;       // [kStages][kBN<D> * D]
+
+  const int qb = int(gridDim.x) - 1 - int(blockIdx.x);
+  const int h = blockIdx.y, kvh = h / a.G;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int q0 = qb * kBM;
+  const int64_t off = a.kv_length - a.n;  // slot of query 0
+  const int rows_valid = min(kBM, a.n - q0);
+  // Slots this block can see: [0, hi).
+  const int64_t hi = off + q0 + rows_valid;
+  const int ntiles = int((hi + kBN<D> - 1) / kBN<D>);
+
+  const T* Q = static_cast<const T*>(a.q) + (int64_t(q0) * a.H + h) * D;
+  const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
+  const T* V = static_cast<const T*>(a.v) + int64_t(kvh) * a.head_stride;
+
+  load_tile_async<D, kBM, kThreads>(q_s, Q, int64_t(a.H) * D, rows_valid, tid);
+  auto load_kv = [&](int tile) {
+    const int stage = tile % kStages;
+    const int64_t j0 = int64_t(tile) * kBN<D>;
+    const int64_t left = hi - j0;
+    const int valid = left < kBN<D> ? int(left) : kBN<D>;
+    load_tile_async<D, kBN<D>, kThreads>(k_s + stage * kBN<D> * D, K + j0 * a.token_stride, a.token_stride, valid, tid);
+    load_tile_async<D, kBN<D>, kThreads>(v_s + stage * kBN<D> * D, V + j0 * a.token_stride, a.token_stride, valid, tid);
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ntiles) load_kv(s);
+    cp_async_commit();  // Q travels in the first group
+  }
+
+  const int g = lane >> 2, t4 = lane & 3;
+  const int wrow = warp * kRW;              // this warp's first row in the block
+  const int64_t diag = off + q0 + wrow;     // slot of this warp's first query
+  // Thread rows: m-tile mt, half r -> block row wrow + 16 mt + g + 8 r, query slot diag + 16 mt + g + 8 r.
+
+  float o[kMT][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+
+  for (int tile = 0; tile < ntiles; ++tile) {
+    if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+
+    const int stage = tile % kStages;
+    const T* kt = k_s + stage * kBN<D> * D;
+    const T* vt = v_s + stage * kBN<D> * D;
+    const int64_t j0 = int64_t(tile) * kBN<D>;
+    if (j0 <= diag + kRW - 1) {  // else every slot of this tile is after every row of this warp
+      float s[kMT][kBN<D> / 8][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int i = 0; i < kBN<D> / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+      // S = Q K^T: per k-step, the A fragments of both m-tiles from shared memory, each K fragment used twice.
+      const auto* qbase = reinterpret_cast<const uint16_t*>(q_s);
+      const auto* kbase = reinterpret_cast<const uint16_t*>(kt);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t af[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+          ldmatrix_x4(af[mt], qbase + swz<D>(wrow + 16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int nt = 0; nt < kBN<D> / 8; nt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, kbase + swz<D>(nt * 8 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma16816<T>(s[mt][nt], af[mt], b[0], b[1]);
+            mma16816<T>(s[mt][nt + 1], af[mt], b[2], b[3]);
+          }
+        }
+      }
+
+      const bool masked = j0 + kBN<D> - 1 > diag;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kBN<D> / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mt][nt][e] * a.scale_log2;
+            if (masked) {
+              const int64_t slot = j0 + nt * 8 + 2 * t4 + (e & 1);
+              if (slot > diag + 16 * mt + g + 8 * (e >> 1)) x = -INFINITY;
+            }
+            s[mt][nt][e] = x;
+          }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = m[mt][r];
+#pragma unroll
+          for (int nt = 0; nt < kBN<D> / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
+          const float alpha = fast_exp2(m[mt][r] - mu);
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < kBN<D> / 8; ++nt) {
+            s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - mu);
+            s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - mu);
+            sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+          }
+          l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the end
+          m[mt][r] = mx;
+#pragma unroll
+          for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
+        }
+      }
+      // O += P V: each V fragment (ldmatrix.trans) serves both m-tiles.
+      const auto* vbase = reinterpret_cast<const uint16_t*>(vt);
+#pragma unroll
+      for (int ks = 0; ks < kBN<D> / 16; ++ks) {
+        uint32_t pa[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          pa[mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+          pa[mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+          pa[mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+          pa[mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        }
+        const int slot = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vbase + swz<D>(slot, dt * 8 + (lane >> 4) * 8));
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma16816<T>(o[mt][dt], pa[mt], b[0], b[1]);
+            mma16816<T>(o[mt][dt + 1], pa[mt], b[2], b[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // this stage is refilled kStages - 1 iterations from now
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int row = q0 + wrow + 16 * mt + g + 8 * r;
+      if (row >= a.n) continue;
+      T* dst = static_cast<T*>(a.out) + (int64_t(row) * a.H + h) * D + 2 * t4;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<uint32_t*>(dst + dt * 8) = pack2<T>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+    }
+}
+
+template <class T, int D>
+void launch(const PrefillArgs& a, int64_t qblocks, int64_t heads, cudaStream_t stream) {
+  constexpr size_t smem = prefill_smem_bytes<D>();
+  auto* kern = attention_prefill_kernel<T, D>;
+  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<dim3(unsigned(qblocks), unsigned(heads)), kThreads, smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+double attention_prefill_flops(const AttentionPrefillParams& p) {
+  // Query i sees off + i + 1 keys; two matrix products of 2 * head_dim FLOPs per (query, key, head).
+  const double n = double(p.n), off = double(p.kv_length - p.n);
+  const double pairs = n * off + n * (n + 1) / 2;
+  return 4.0 * pairs * double(p.head_dim) * double(p.num_heads);
+}
+
+void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
+  TF_CHECK(p.head_dim == 64 || p.head_dim == 128,
+           "cuda::attention_prefill: head_dim " << p.head_dim << " (need 64 or 128)");
+  TF_CHECK(p.num_heads > 0 && p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0,
+           "cuda::attention_prefill: " << p.num_heads << " heads is not a multiple of " << p.num_kv_heads
+                                       << " kv heads");
+  TF_CHECK(p.n >= 1 && p.kv_length >= p.n && p.capacity >= p.kv_length,
+           "cuda::attention_prefill: need 1 <= n (" << p.n << ") <= kv_length (" << p.kv_length
+                                                   << ") <= capacity (" << p.capacity << ")");
+  TF_CHECK(p.kv_length < (int64_t(1) << 31) && p.num_heads <= 65535,
+           "cuda::attention_prefill: kv_length " << p.kv_length << " or " << p.num_heads << " heads too large");
+  TF_CHECK(p.q && p.k_cache && p.v_cache && p.out, "cuda::attention_prefill: null pointer");
+  const int64_t hs = p.head_stride > 0 ? p.head_stride : p.capacity * p.head_dim;
+  const int64_t ts = p.token_stride > 0 ? p.token_stride : p.head_dim;
+  TF_CHECK(hs % 8 == 0 && ts % 8 == 0 && ts >= p.head_dim &&
+               ((reinterpret_cast<uintptr_t>(p.k_cache) | reinterpret_cast<uintptr_t>(p.v_cache) |
+                 reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.out)) & 15) == 0,
+           "cuda::attention_prefill: q/out/KV must be 16-byte aligned with KV strides a multiple of 8 elements");
+  PrefillArgs a;
+  a.q = p.q;
+  a.k = p.k_cache;
+  a.v = p.v_cache;
+  a.out = p.out;
+  a.n = int(p.n);
+  a.H = int(p.num_heads);
+  a.G = int(p.num_heads / p.num_kv_heads);
+  a.kv_length = p.kv_length;
+  a.head_stride = hs;
+  a.token_stride = ts;
+  const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim));
+  a.scale_log2 = scale * kLog2e;
+  const int64_t qblocks = (p.n + kBM - 1) / kBM;
+  TF_DISPATCH_HALF(p.dtype, T, {
+    if (p.head_dim == 64)
+      launch<T, 64>(a, qblocks, p.num_heads, stream);
+    else
+      launch<T, 128>(a, qblocks, p.num_heads, stream);
+  });
+}
+
+}  // namespace tf::cuda

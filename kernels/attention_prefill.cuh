@@ -1,0 +1,42 @@
+// Causal prefill attention (flash-attention 2 style) on tensor cores for f16
+// and bf16 with fp32 accumulation, head_dim 64 or 128, MHA and GQA.
+//
+// The n queries are the LAST n slots of the KV: query i sits at slot
+// kv_length - n + i and sees slots j <= kv_length - n + i (the cache already
+// holds the new tokens' K and V, as after kv_append). One CTA computes 128
+// query rows of one head, streaming 64-slot K/V tiles through a cp.async
+// multi-stage pipeline with an online softmax, so nothing of size n^2 (nor any
+// workspace) exists. Kv head of head h: h / (num_heads / num_kv_heads).
+//
+// There is no plan step: the launch needs no workspace and its grid follows
+// from n and num_heads.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace tf::cuda {
+
+struct AttentionPrefillParams {
+  const void* q = nullptr;        // [n, num_heads, head_dim]
+  const void* k_cache = nullptr;  // kv head h, slot j at h * head_stride + j * token_stride
+  const void* v_cache = nullptr;  // same layout as k_cache
+  void* out = nullptr;            // [n, num_heads, head_dim]
+  int64_t n = 0;                  // query tokens (the last n of the kv_length slots)
+  int64_t kv_length = 0;          // valid slots, >= n (host value: prefill is not graph-captured)
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 128;  // head_dim 64 or 128
+  int64_t capacity = 0;           // slots per kv head (>= kv_length)
+  int64_t head_stride = 0;        // elements; 0 -> capacity * head_dim (multiple of 8)
+  int64_t token_stride = 0;       // elements; 0 -> head_dim (multiple of 8)
+  float scale = 0.0f;             // 0 -> 1 / sqrt(head_dim)
+  DType dtype = DType::BF16;      // of q, KV, out
+};
+
+// Matrix FLOPs of one launch (QK^T and PV over the causal pairs), for reports.
+double attention_prefill_flops(const AttentionPrefillParams& p);
+// Validates p (tf::Error on a bad shape), then launches the kernel on stream.
+void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream = nullptr);
+
+}  // namespace tf::cuda

@@ -1,0 +1,304 @@
+// triforce sweep: a grid of runs (methods x context lengths x budgets x ...)
+// written to one HDF5 file that survives SIGKILL and resumes. The grid and the
+// file layout live in src/sweep; this file turns options into them.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "cli/session.h"
+#include "core/check.h"
+#include "dist/launch.h"
+#include "model/checkpoint.h"
+#include "sweep/grid.h"
+#include "sweep/lock.h"
+#include "sweep/plan.h"
+#include "sweep/prompts.h"
+#include "sweep/provenance.h"
+#include "sweep/results.h"
+#include "sweep/runner.h"
+
+namespace tf::cli {
+
+namespace {
+
+// Options that steer the process, not the results: left out of /config so a
+// resume with --quiet (or another shard file) matches.
+const std::set<std::string> kNotInConfig = {"help", "config", "out", "shard", "dry-run", "quiet", "est-gflops",
+                                            "est-gbps"};
+
+std::string value_text(const boost::any& v) {
+  if (auto* s = boost::any_cast<std::string>(&v)) return *s;
+  if (auto* b = boost::any_cast<bool>(&v)) return *b ? "true" : "false";
+  if (auto* d = boost::any_cast<double>(&v)) {
+    std::ostringstream os;
+    os << *d;
+    return os.str();
+  }
+  if (auto* vs = boost::any_cast<std::vector<std::string>>(&v)) {
+    std::string out;
+    for (const auto& s : *vs) out += (out.empty() ? "" : "\n  ") + s;
+    return out;
+  }
+  return "?";
+}
+
+// The resolved config: every option that shapes results, one `key = value`
+// line each in the order of --help (defaults included).
+std::string resolved_config(const po::options_description& desc, const po::variables_map& vm) {
+  std::ostringstream os;
+  os << "# triforce sweep, resolved options\n";
+  for (const auto& o : desc.options()) {
+    const std::string& k = o->long_name();
+    if (kNotInConfig.count(k) || !vm.count(k)) continue;
+    os << k << " = " << value_text(vm[k].value()) << "\n";
+  }
+  return os.str();
+}
+
+std::vector<std::string> list_or_empty(const po::variables_map& vm, const std::string& k) {
+  if (!vm.count(k)) return {};
+  const auto s = vm[k].as<std::string>();
+  if (s.find_first_not_of(" \t") == std::string::npos) return {};
+  return sweep::parse_string_list(k, s);
+}
+std::vector<int64_t> ints_or_empty(const po::variables_map& vm, const std::string& k) {
+  if (!vm.count(k)) return {};
+  const auto s = vm[k].as<std::string>();
+  if (s.find_first_not_of(" \t") == std::string::npos) return {};
+  return sweep::parse_int_list(k, s);
+}
+
+double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+
+std::string fmt_s(double s) {
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+void print_dry_run(const std::vector<sweep::Point>& all, const std::vector<sweep::Point>& mine, const sweep::Shard& sh,
+                   const ModelConfig& cfg, const sweep::Throughput& tp, sweep::PromptSet& prompts,
+                   const Tokenizer* tok, const std::string& out, const std::string& device,
+                   const std::map<std::string, ModelConfig>& draft_cfgs) {
+  const auto& names = prompts.names();
+  std::set<std::string> done;
+  if (std::ifstream(out).good()) {
+    try {
+      h5::Handle f = h5::open_file(out, false);
+      sweep::check_schema(f, out);
+      for (const auto& c : sweep::read_completed(f, out)) done.insert(c.key);
+    } catch (const tf::Error& e) {
+      std::printf("note: %s\n", e.what());
+    }
+  }
+  std::printf("grid: %zu points in %lld units; shard %s: %zu points; out %s (%zu done)\n", all.size(),
+              all.empty() ? 0LL : (long long)all.back().unit + 1, sh.str().c_str(), mine.size(), out.c_str(),
+              done.size());
+  std::printf("%6s %-15s %-18s %7s %5s %6s %5s %3s %3s %4s %6s %-10s %5s %5s %5s %3s %9s %9s %8s\n", "index", "method",
+              "prompt", "context", "new", "budget", "chunk", "g1", "g2", "sink", "window", "reretrieve", "T", "top_p",
+              "seed", "rep", "mem_GiB", "snap_GiB", "est_s");
+  double total_s = 0, peak = 0, prefill_s = 0;
+  int64_t peak_at = -1, prefills = 0;
+  std::set<std::pair<int64_t, int64_t>> groups;
+  for (const auto& p : mine) {
+    // Validates that the prompt covers the context (tokenizing text prompts).
+    prompts.cut(p.prompt, p.context, tok);
+    const ModelConfig* dc = draft_cfgs.count(p.draft) ? &draft_cfgs.at(p.draft) : nullptr;
+    const sweep::MemoryPlan m = sweep::memory_plan(cfg, p, tp, dc);
+    double est = sweep::estimate_decode_s(cfg, p, tp);
+    if (groups.insert({p.prompt, p.context}).second) {
+      const double pf = sweep::estimate_prefill_s(cfg, p.context, tp);
+      prefill_s += pf;
+      est += pf;
+      ++prefills;
+    }
+    const bool is_done = done.count(p.key(names)) > 0;
+    if (!is_done) total_s += est;
+    if (m.total() > peak) peak = m.total(), peak_at = p.index;
+    auto n = [](int64_t v) { return v < 0 ? std::string("-") : std::to_string(v); };
+    std::printf("%6lld %-15s %-18s %7lld %5lld %6s %5s %3s %3s %4s %6s %-10s %5g %5g %5llu %3lld %9.3f %9.3f %8.1f%s\n",
+                (long long)p.index, p.method.c_str(), names[size_t(p.prompt)].substr(0, 18).c_str(),
+                (long long)p.context, (long long)p.max_new, n(p.budget).c_str(), n(p.chunk).c_str(),
+                n(p.gamma1).c_str(), n(p.gamma2).c_str(), n(p.sink).c_str(), n(p.window).c_str(),
+                p.reretrieve.empty() ? "-" : p.reretrieve.c_str(), p.temperature, p.top_p,
+                (unsigned long long)p.seed, (long long)p.rep, gib(m.total()), gib(m.snapshot), est,
+                is_done ? "  (done)" : "");
+  }
+  if (peak_at >= 0) {
+    const auto& p = *std::find_if(mine.begin(), mine.end(), [&](const auto& q) { return q.index == peak_at; });
+    const ModelConfig* dc = draft_cfgs.count(p.draft) ? &draft_cfgs.at(p.draft) : nullptr;
+    const auto m = sweep::memory_plan(cfg, p, tp, dc);
+    std::printf("memory plan (%s, %.0f-byte elements), peak at point %lld: weights %.3f + full KV %.3f + prefill "
+                "snapshot %.3f + speculative levels %.3f + draft weights %.3f + scratch %.3f = %.3f GiB\n",
+                device.c_str(), tp.elem_bytes, (long long)peak_at, gib(m.weights), gib(m.full_kv), gib(m.snapshot),
+                gib(m.levels), gib(m.draft_weights), gib(m.scratch), gib(m.total()));
+  }
+  std::printf("estimated time for the %zu pending points: %s (%lld prefills, %s of it), at %.0f GFLOP/s prefill and "
+              "%.0f GB/s decode, every method at ar's rate (rough; --est-gflops / --est-gbps)\n",
+              mine.size() - std::min(mine.size(), done.size()), fmt_s(total_s).c_str(), (long long)prefills,
+              fmt_s(prefill_s).c_str(), tp.flops / 1e9, tp.bytes_per_s / 1e9);
+}
+
+}  // namespace
+
+int cmd_sweep(const std::vector<std::string>& args) {
+  po::options_description desc("sweep options (lists are comma-separated; ranges FIRST:LAST:STEP)");
+  desc.add_options()("target", po::value<std::string>(), "HF checkpoint folder or .gguf (default: the embedded model)")(
+      "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
+      "name", po::value<std::string>()->default_value("sweep"), "a name for the sweep (root attribute)")(
+      "method", po::value<std::string>()->default_value("triforce"),
+      "methods: ar, spec, retrieval, streaming-hier, triforce, ngram-triforce (ar always runs as the baseline)")(
+      "draft", po::value<std::string>()->default_value(""), "drafts: PATH | layerskip:K | ngram:N (empty: default)")(
+      "context", po::value<std::string>(), "context lengths: each prompt is cut to its first N tokens")(
+      "max-new-tokens", po::value<std::string>()->default_value("64"), "tokens generated per run")(
+      "budget", po::value<std::string>()->default_value(""), "retrieval budgets (empty: the method's default)")(
+      "chunk-size", po::value<std::string>()->default_value(""), "retrieval chunk sizes (empty: 8)")(
+      "gamma1", po::value<std::string>()->default_value(""), "the drafter's tokens per call (empty: default)")(
+      "gamma2", po::value<std::string>()->default_value(""), "the middle level's block (empty: default 6)")(
+      "sink", po::value<std::string>()->default_value(""), "draft StreamingLLM sinks (empty: 16)")(
+      "window", po::value<std::string>()->default_value(""), "draft StreamingLLM windows (empty: default)")(
+      "reretrieve", po::value<std::string>()->default_value(""), "re-retrieval policies: never | every:N | below:A")(
+      "temperature", po::value<std::string>()->default_value("0"), "sampling temperatures")(
+      "top-p", po::value<std::string>()->default_value("1"), "nucleus masses")(
+      "seed", po::value<std::string>()->default_value("0"), "seeds")(
+      "repetitions", po::value<std::string>()->default_value("1"), "runs of every point (timing spread)")(
+      "ignore-eos", po::value<bool>()->default_value(true), "generate max-new-tokens even past EOS")(
+      "prompt", po::value<std::vector<std::string>>(), "a prompt text (repeatable)")(
+      "prompt-file", po::value<std::string>(), "text files, tokenized with the target's tokenizer")(
+      "prompt-tokens", po::value<std::string>(), "token arrays: FILE.npy or FILE.h5:/dataset (2-D: a prompt per row)")(
+      "prompt-set", po::value<std::string>(),
+      "documents of the prompt folder: default (all) or name prefixes, e.g. kjv,devils")(
+      "prompt-dir", po::value<std::string>()->default_value(""),
+      "the prompt folder (default $TRIFORCE_CACHE/prompts, filled by experiments/prompts/make_default_prompts.sh)")(
+      "out", po::value<std::string>(), "the HDF5 results file (resumed when it exists)")(
+      "shard", po::value<std::string>()->default_value("0/1"), "run shard I of N of the grid (I/N)")(
+      "dry-run", po::bool_switch(), "print the grid, the memory plan and a time estimate; run nothing")(
+      "quiet", po::bool_switch(), "no progress lines")(
+      "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
+      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 10, cuda 3000)");
+  desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
+                                                 "INI file with any of these keys; the command line wins");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: triforce sweep --config FILE.ini [--KEY VALUE ...] --out FILE.h5\n" << desc << "\n";
+      return 0;
+    }
+    if (vm.count("config")) {
+      const auto path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      TF_CHECK(in, "--config " << path << ": cannot open file");
+      // Strict: a misspelled key in a sweep config must not be silently ignored.
+      po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    TF_FAIL("triforce sweep: " << e.what());
+  }
+  TF_CHECK(vm.count("out"), "sweep: --out FILE.h5 is required");
+  TF_CHECK(vm.count("context"), "sweep: --context is required (the context lengths)");
+  const std::string out = vm["out"].as<std::string>();
+  const std::string device = vm["device"].as<std::string>();
+  TF_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '" << device << "'");
+  const sweep::Shard shard = sweep::Shard::parse(vm["shard"].as<std::string>());
+  const bool dry = vm["dry-run"].as<bool>();
+  const bool quiet = vm["quiet"].as<bool>();
+  TF_CHECK(dist::world().size == 1,
+           "sweep: " << dist::world().size << " ranks; tensor-parallel sweeps are not wired yet, run one process per shard");
+
+  sweep::GridSpec g;
+  g.methods = list_or_empty(vm, "method");
+  for (const auto& m : g.methods)
+    TF_CHECK(m == "ar" || m == "spec" || m == "retrieval" || m == "streaming-hier" || m == "triforce" ||
+                 m == "ngram-triforce",
+             "--method " << m << ": expected ar, spec, retrieval, streaming-hier, triforce or ngram-triforce");
+  g.drafts = list_or_empty(vm, "draft");
+  g.contexts = ints_or_empty(vm, "context");
+  g.max_new = ints_or_empty(vm, "max-new-tokens");
+  g.budgets = ints_or_empty(vm, "budget");
+  g.chunks = ints_or_empty(vm, "chunk-size");
+  g.gamma1 = ints_or_empty(vm, "gamma1");
+  g.gamma2 = ints_or_empty(vm, "gamma2");
+  g.sinks = ints_or_empty(vm, "sink");
+  g.windows = ints_or_empty(vm, "window");
+  g.reretrieve = list_or_empty(vm, "reretrieve");
+  for (const auto& r : g.reretrieve) spec::ReretrievePolicy::parse(r);
+  g.temperatures = sweep::parse_real_list("temperature", vm["temperature"].as<std::string>());
+  g.top_ps = sweep::parse_real_list("top-p", vm["top-p"].as<std::string>());
+  for (auto s : sweep::parse_int_list("seed", vm["seed"].as<std::string>())) {
+    TF_CHECK(s >= 0, "--seed: expected non-negative seeds, got " << s);
+    g.seeds.push_back(uint64_t(s));
+  }
+  const auto reps = sweep::parse_int_list("repetitions", vm["repetitions"].as<std::string>());
+  TF_CHECK(reps.size() == 1, "--repetitions: expected one number");
+  g.repetitions = reps[0];
+
+  sweep::PromptSources ps;
+  if (vm.count("prompt")) ps.texts = vm["prompt"].as<std::vector<std::string>>();
+  ps.files = list_or_empty(vm, "prompt-file");
+  ps.tokens = list_or_empty(vm, "prompt-tokens");
+  ps.sets = list_or_empty(vm, "prompt-set");
+  ps.set_dir = vm["prompt-dir"].as<std::string>();
+  sweep::PromptSet prompts(ps);
+  g.n_prompts = prompts.size();
+
+  const std::vector<sweep::Point> all = sweep::expand(g);
+  const std::vector<sweep::Point> mine = sweep::select_shard(all, shard);
+  const std::string path = vm.count("target") ? vm["target"].as<std::string>() : default_model_path();
+
+  if (dry) {
+    Checkpoint ck = open_checkpoint(path);
+    std::unique_ptr<Tokenizer> tok;
+    if (prompts.needs_tokenizer()) tok = load_tokenizer(path);
+    std::map<std::string, ModelConfig> draft_cfgs;
+    for (const auto& d : g.drafts)
+      if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = open_checkpoint(d).config;
+    sweep::Throughput tp;
+    if (device == "cuda") tp = {4e14, 3e12, 2};
+    if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;
+    if (vm.count("est-gbps")) tp.bytes_per_s = vm["est-gbps"].as<double>() * 1e9;
+    print_dry_run(all, mine, shard, ck.config, tp, prompts, tok.get(), out, device, draft_cfgs);
+    return 0;
+  }
+
+  sweep::FileLock lock(out);
+  sweep::FileHeader header;
+  header.config = resolved_config(desc, vm);
+  header.root = sweep::provenance(device, dist::world().size);
+  header.root.emplace_back("name", vm["name"].as<std::string>());
+  header.root.emplace_back("target", path);
+  header.root.emplace_back("shard", shard.str());
+  header.root.emplace_back("grid_points", int64_t(all.size()));
+  header.root.emplace_back("shard_points", int64_t(mine.size()));
+  std::string cmd = "triforce sweep";
+  for (const auto& a : args) cmd += " " + a;
+  header.root.emplace_back("command", cmd);
+  sweep::ResultsWriter writer(out, header);
+
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompts.needs_tokenizer());
+  sweep::RunnerOptions ro;
+  if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
+  ro.shard = shard.index;
+  ro.progress = !quiet;
+  const sweep::SweepStats st = sweep::run_points(*s.model, s.tokenizer.get(), prompts, mine, writer, ro);
+  if (!quiet)
+    std::fprintf(stderr,
+                 "sweep %s: %lld runs written, %lld already done, %lld prefills, %.1f s; appends took %.1f ms in all "
+                 "(%.2f ms each)\n",
+                 out.c_str(), (long long)st.ran, (long long)st.skipped, (long long)st.prefills, st.seconds,
+                 st.append_ms, st.ran ? st.append_ms / double(st.ran) : 0.0);
+  return 0;
+}
+
+}  // namespace tf::cli

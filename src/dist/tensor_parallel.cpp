@@ -1,0 +1,93 @@
+#include "dist/tensor_parallel.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.h"
+#include "dist/launch.h"
+#include "dist/mpi_comm.h"
+#include "dist/step_driver.h"
+#include "dist/step_server.h"
+
+namespace tf::dist {
+
+namespace {
+// Process-wide, created on first use under tensor parallelism (never in one process).
+struct TpState {
+  std::unique_ptr<MpiCommunicator> comm;
+  std::unique_ptr<StepChannel> channel;
+  std::unique_ptr<StepDriver> driver;  // rank 0, op-stream mode only
+};
+TpState& state() {
+  static TpState s;
+  return s;
+}
+StepChannel& channel() {
+  TpState& s = state();
+  if (!s.channel) s.channel = std::make_unique<StepChannel>(MPI_COMM_WORLD);
+  return *s.channel;
+}
+}  // namespace
+
+bool tp_active() { return world().size > 1; }
+bool is_worker() { return tp_active() && world().rank != 0; }
+bool writes_outputs() { return !is_worker(); }
+
+void check_tp_option(int64_t tp) {
+  if (tp == 0) return;
+  const int n = world().size;
+  TF_CHECK(tp >= 1, "--tp " << tp << ": expected a positive tensor-parallel size");
+  TF_CHECK(tp == n, "--tp " << tp << ": the tensor-parallel size is the number of MPI ranks, and this job has " << n
+                            << (n == 1 ? "; start it as mpirun -np " + std::to_string(tp) + " triforce ..."
+                                       : " (mpirun -np " + std::to_string(n) + ")"));
+}
+
+ShardSpec tp_shard(const ModelConfig& cfg, const std::string& path) {
+  const int64_t n = world().size;
+  TF_CHECK(cfg.num_kv_heads % n == 0, "--tp " << n << ": " << path << " has " << cfg.num_kv_heads << " KV heads ("
+                                              << cfg.num_heads
+                                              << " query heads); the tensor-parallel size must divide the KV heads");
+  TF_CHECK(cfg.intermediate_size % n == 0, "--tp " << n << ": " << path << " has intermediate_size "
+                                                   << cfg.intermediate_size
+                                                   << "; the tensor-parallel size must divide it");
+  ShardSpec s;
+  s.rank = world().rank;
+  s.size = n;
+  // Measurement knob (docs/ARCHITECTURE.md): every rank computes the whole lm_head instead of its slice.
+  if (const char* h = std::getenv("TRIFORCE_TP_LM_HEAD")) s.vocab_parallel_head = std::string(h) != "replicated";
+  return s;
+}
+
+Communicator* tp_communicator() {
+  if (!tp_active()) return nullptr;
+  TpState& s = state();
+  if (!s.comm) s.comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  return s.comm.get();
+}
+
+std::unique_ptr<LlamaModel> load_model_shard(const Checkpoint& ck, int64_t max_chunk) {
+  const ShardSpec shard = tp_shard(ck.config, ck.path);
+  return std::make_unique<LlamaModel>(ck.config, LlamaWeights::load(*ck.weights, ck.config, shard), max_chunk,
+                                      tp_communicator());
+}
+
+StepDriver& step_driver() {
+  TF_CHECK(tp_active() && !is_worker(), "step driver: only rank 0 of a tensor-parallel job drives");
+  TpState& s = state();
+  if (!s.driver) s.driver = std::make_unique<StepDriver>(channel());
+  return *s.driver;
+}
+
+int64_t serve_steps(LlamaModel& model) {
+  TF_CHECK(is_worker(), "serve_steps: only workers serve");
+  StepServer server(model, channel());
+  return server.run();
+}
+
+void shutdown_workers() {
+  TpState& s = state();
+  if (!s.driver || s.driver->is_shut_down()) return;
+  s.driver->shutdown();
+}
+
+}  // namespace tf::dist

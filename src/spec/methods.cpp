@@ -1,0 +1,497 @@
+#include "spec/methods.h"
+
+#include "model/weights_device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/check.h"
+#include "gen/autoregressive.h"
+#include "model/checkpoint.h"
+#include "spec/reretrieval.h"
+#include "spec/retrieval_runner.h"
+#include "spec/streaming_drafter.h"
+#include "spec/streaming_runner.h"
+
+namespace tf::spec {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+// A positive integer, or a one-line error naming the option and the text.
+int64_t positive(const std::string& num, const std::string& what) {
+  char* end = nullptr;
+  const long long v = std::strtoll(num.c_str(), &end, 10);
+  TF_CHECK(!num.empty() && end && *end == '\0' && v > 0, what << ": expected a positive integer, got '" << num << "'");
+  return v;
+}
+int64_t non_negative(const std::string& num, const std::string& what) {
+  if (num == "0") return 0;
+  return positive(num, what);
+}
+
+// "A/B" -> (A, B)
+std::pair<int64_t, int64_t> pair_of(const std::string& s, const std::string& what, bool first_may_be_zero) {
+  const size_t slash = s.find('/');
+  TF_CHECK(slash != std::string::npos, what << ": expected two numbers A/B, got '" << s << "'");
+  const std::string a = s.substr(0, slash), b = s.substr(slash + 1);
+  return {first_may_be_zero ? non_negative(a, what) : positive(a, what), positive(b, what)};
+}
+
+LevelSpec parse_level(const std::string& text, const std::string& where) {
+  LevelSpec l;
+  std::string src = text, cache;
+  const size_t at = text.rfind('@');
+  if (at != std::string::npos) {
+    src = trim(text.substr(0, at));
+    cache = trim(text.substr(at + 1));
+    TF_CHECK(!cache.empty(), where << ": nothing after '@' (expected full, streaming[:S/W] or retrieval[:B/C])");
+  }
+  if (src == "target") {
+    l.source = LevelSpec::Source::target;
+  } else if (starts_with(src, "ngram:")) {
+    l.source = LevelSpec::Source::ngram;
+    l.n = positive(src.substr(6), where + " ngram:N");
+    l.cache = LevelSpec::Cache::none;
+  } else if (starts_with(src, "layerskip:")) {
+    l.source = LevelSpec::Source::layerskip;
+    l.n = positive(src.substr(10), where + " layerskip:K");
+  } else if (starts_with(src, "model:")) {
+    l.source = LevelSpec::Source::model;
+    l.path = src.substr(6);
+    TF_CHECK(!l.path.empty(), where << ": model: needs a checkpoint path");
+  } else {
+    TF_FAIL(where << ": '" << src << "' is not a level; expected ngram:N, layerskip:K, model:PATH or target");
+  }
+  if (cache.empty()) return l;
+  TF_CHECK(l.source != LevelSpec::Source::ngram, where << ": an n-gram drafter has no KV cache (drop '@" << cache << "')");
+  if (cache == "full") {
+    l.cache = LevelSpec::Cache::full;
+  } else if (cache == "streaming" || starts_with(cache, "streaming:")) {
+    l.cache = LevelSpec::Cache::streaming;
+    if (cache != "streaming") std::tie(l.sink, l.window) = pair_of(cache.substr(10), where + " streaming:S/W", true);
+  } else if (cache == "retrieval" || starts_with(cache, "retrieval:")) {
+    l.cache = LevelSpec::Cache::retrieval;
+    if (cache != "retrieval") std::tie(l.budget, l.chunk) = pair_of(cache.substr(10), where + " retrieval:B/C", false);
+  } else {
+    TF_FAIL(where << ": cache '" << cache << "' is not one of full, streaming[:S/W], retrieval[:B/C]");
+  }
+  return l;
+}
+
+}  // namespace
+
+std::string LevelSpec::str() const {
+  std::ostringstream os;
+  switch (source) {
+    case Source::ngram: os << "ngram:" << n; break;
+    case Source::layerskip: os << "layerskip:" << n; break;
+    case Source::model: os << "model:" << path; break;
+    case Source::target: os << "target"; break;
+  }
+  if (cache == Cache::streaming) {
+    os << "@streaming";
+    if (sink >= 0) os << ":" << sink << "/" << window;
+  } else if (cache == Cache::retrieval) {
+    os << "@retrieval";
+    if (budget >= 0) os << ":" << budget << "/" << chunk;
+  }
+  return os.str();
+}
+
+std::string ChainSpec::str() const {
+  std::string s;
+  for (const auto& l : levels) s += (s.empty() ? "" : " > ") + l.str();
+  return s;
+}
+
+ChainSpec ChainSpec::parse(const std::string& spec, const std::string& option) {
+  ChainSpec c;
+  const std::string head = option + " '" + spec + "'";
+  size_t from = 0;
+  while (true) {
+    const size_t gt = spec.find('>', from);
+    const std::string part = trim(spec.substr(from, gt == std::string::npos ? std::string::npos : gt - from));
+    const std::string where = head + ": level " + std::to_string(c.levels.size() + 1);
+    TF_CHECK(!part.empty(), where << " is empty (levels are separated by '>')");
+    c.levels.push_back(parse_level(part, where));
+    if (gt == std::string::npos) break;
+    from = gt + 1;
+  }
+  TF_CHECK(c.levels.size() >= 2, head << ": expected at least a drafter and the target, e.g. 'ngram:3 > target'");
+  const LevelSpec& top = c.levels.back();
+  TF_CHECK(top.source == LevelSpec::Source::target && top.cache == LevelSpec::Cache::full,
+           head << ": the last level must be the target on its full cache ('target'), got '" << top.str() << "'");
+  for (size_t i = 1; i < c.levels.size(); ++i)
+    TF_CHECK(c.levels[i].source != LevelSpec::Source::ngram,
+             head << ": level " << i + 1 << ": an n-gram drafter can only be the bottom level");
+  return c;
+}
+
+// ---- defaults ----
+
+namespace {
+
+LevelSpec draft_level(const LlamaModel& target, const std::string& draft) {
+  LevelSpec l;
+  if (draft.empty()) {
+    l.source = LevelSpec::Source::layerskip;
+    l.n = std::max<int64_t>(1, target.config().num_layers / 4);
+    return l;
+  }
+  if (starts_with(draft, "ngram:") || starts_with(draft, "layerskip:") || starts_with(draft, "model:"))
+    return parse_level(draft, "--draft " + draft);
+  l.source = LevelSpec::Source::model;
+  l.path = draft;
+  return l;
+}
+
+}  // namespace
+
+ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64_t prompt_len) {
+  ResolvedMethod r;
+  const std::string& m = req.method;
+  TF_CHECK(req.chunk >= 1, "--chunk-size: expected at least 1, got " << req.chunk);
+  TF_CHECK(req.budget >= 0, "--budget: expected a positive multiple of the chunk size, got " << req.budget);
+  TF_CHECK(req.sink >= 0, "--sink: expected at least 0, got " << req.sink);
+  TF_CHECK(req.window >= 0, "--window: expected at least 1, got " << req.window);
+  TF_CHECK(req.max_new_tokens >= 1, "--max-new-tokens: expected at least 1, got " << req.max_new_tokens);
+  r.chunk = req.chunk;
+  r.sink = req.sink;
+  if (req.budget > 0) {
+    TF_CHECK(req.budget % req.chunk == 0, "--budget " << req.budget << " / --chunk-size " << req.chunk
+                                                      << ": expected a budget that is a multiple of the chunk size");
+    r.budget = req.budget;
+  } else {
+    const int64_t chunks = std::clamp<int64_t>((prompt_len - 1) / (4 * req.chunk), 1, std::max<int64_t>(1, 4096 / req.chunk));
+    r.budget = chunks * req.chunk;
+  }
+  const LevelSpec D = m == "chain" || m == "ar" || m == "retrieval" ? LevelSpec{} : draft_level(target, req.draft);
+  auto level = [](const std::string& s) { return parse_level(s, "method"); };
+  const bool d_ngram = D.source == LevelSpec::Source::ngram;
+  if (m == "ar") {
+    TF_CHECK(req.gammas.empty(), "--gammas: method ar does not draft");
+  } else if (m == "spec") {
+    r.chain.levels = {D, level("target")};
+  } else if (m == "retrieval") {
+    TF_CHECK(req.draft.empty(), "--draft " << req.draft << ": method retrieval drafts with the target itself");
+    r.chain.levels = {level("target@retrieval"), level("target")};
+  } else if (m == "streaming-hier" || m == "triforce") {
+    LevelSpec d = D;
+    if (!d_ngram && d.cache == LevelSpec::Cache::full) d.cache = LevelSpec::Cache::streaming;
+    r.chain.levels = {d, level(m == "triforce" ? "target@retrieval" : "target@streaming"), level("target")};
+  } else if (m == "ngram-triforce") {
+    TF_CHECK(req.draft.empty() || d_ngram, "--draft " << req.draft << ": ngram-triforce drafts with ngram:N");
+    r.chain.levels = {req.draft.empty() ? level("ngram:3") : D, level("target@retrieval"), level("target")};
+  } else if (m == "chain") {
+    TF_CHECK(!req.chain.empty(), "--method chain: give the chain with --chain");
+    r.chain = ChainSpec::parse(req.chain);
+  } else {
+    TF_FAIL("--method " << m << ": expected ar, spec, retrieval, streaming-hier, triforce, ngram-triforce or chain");
+  }
+  const size_t drafting = r.chain.levels.empty() ? 0 : r.chain.levels.size() - 1;
+  if (req.gammas.empty()) {
+    if (m == "spec") r.gammas = {4};
+    else if (m == "retrieval") r.gammas = {6};
+    else if (drafting > 0) {
+      r.gammas.assign(drafting, 6);
+      r.gammas[0] = drafting == 1 ? 4 : 2;
+    }
+  } else {
+    TF_CHECK(req.gammas.size() == drafting, "--gammas: the chain '" << r.chain.str() << "' has " << drafting
+                                                                   << " drafting levels, " << req.gammas.size()
+                                                                   << " values given");
+    for (int64_t g : req.gammas) TF_CHECK(g >= 1, "--gammas: every value must be at least 1, got " << g);
+    r.gammas = req.gammas;
+  }
+  const int64_t g_top = r.gammas.empty() ? 0 : r.gammas.back();
+  r.window = req.window > 0 ? req.window : std::max<int64_t>(req.chunk, std::min<int64_t>(256, r.budget) - req.sink - g_top);
+  // Fill each level's cache parameters: the bottom's streaming cache is the
+  // draft's (--sink/--window); a higher one gets the retrieval budget.
+  for (size_t i = 0; i < r.chain.levels.size(); ++i) {
+    LevelSpec& l = r.chain.levels[i];
+    const std::string where = (m == "chain" ? "--chain level " + std::to_string(i + 1) : "--method " + m);
+    if (l.cache == LevelSpec::Cache::streaming && l.sink < 0) {
+      l.sink = r.sink;
+      l.window = i == 0 ? r.window : std::max<int64_t>(1, r.budget - r.sink);
+    }
+    if (l.cache == LevelSpec::Cache::retrieval && l.budget < 0) {
+      l.budget = r.budget;
+      l.chunk = r.chunk;
+    }
+    if (l.cache == LevelSpec::Cache::retrieval)
+      TF_CHECK(l.budget % l.chunk == 0, where << ": retrieval:" << l.budget << "/" << l.chunk
+                                              << ": the budget must be a multiple of the chunk size");
+    if (l.source == LevelSpec::Source::layerskip)
+      TF_CHECK(l.n < target.config().num_layers, where << ": layerskip:" << l.n << ": the target has only "
+                                                       << target.config().num_layers << " layers");
+  }
+  return r;
+}
+
+// ---- drafts ----
+
+LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) {
+  auto it = models_.find(path);
+  if (it != models_.end()) return *it->second;
+  Checkpoint ck = open_checkpoint(path);
+  TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
+           "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
+                      << target.config().vocab_size);
+  LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
+  // The draft runs where the target runs, in the target's dtype.
+  if (target.device() != Device::CPU) w = upload_weights(w, target.device(), target.dtype());
+  auto m = std::make_unique<LlamaModel>(ck.config, std::move(w), target.max_chunk());
+  return *(models_[path] = std::move(m));
+}
+
+// ---- running ----
+
+namespace {
+
+struct BuiltChain {
+  std::vector<std::unique_ptr<LlamaModel>> owned_models;
+  std::unique_ptr<Drafter> drafter;
+  std::vector<std::unique_ptr<Verifier>> verifiers;  // levels 1..N-1
+  std::vector<std::pair<int, RetrievalRunner*>> retrieval;  // (chain level, runner)
+};
+
+double ms(int64_t ns) { return double(ns) / 1e6; }
+
+}  // namespace
+
+MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                         const PrefillSnapshot* snapshot, DraftModels* drafts) {
+  TF_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
+  const PhaseClock clock(req.device_sync);
+  MethodOutcome out;
+  out.method = req.method;
+  out.resolved = resolve(target, req, int64_t(prompt.size()));
+  const ResolvedMethod& rm = out.resolved;
+  const ReretrievePolicy policy = ReretrievePolicy::parse(req.reretrieve);
+  const int64_t P = int64_t(prompt.size());
+  const int64_t max_new = req.max_new_tokens;
+  const SamplingParams& sp = req.sampling;
+
+  std::unique_ptr<PrefillSnapshot> own_snapshot;
+  if (snapshot) {
+    TF_CHECK(snapshot->prompt() == prompt && snapshot->fits(target),
+             "prefill snapshot: taken for another prompt or model than this run's");
+    out.prefill_reused = true;
+  } else {
+    own_snapshot = std::make_unique<PrefillSnapshot>(target, prompt, clock);
+    snapshot = own_snapshot.get();
+  }
+  out.times.prefill = snapshot->prefill_ns();
+  const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);  // what a cache holds before the first step
+
+  if (rm.chain.levels.empty()) {  // ar
+    TF_CHECK(policy.kind == ReretrievePolicy::Kind::never,
+             "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
+    FullKVCache cache = target.make_cache(P + max_new);
+    {
+      ScopedPhase t(clock, out.times.setup);
+      copy_prefix(snapshot->cache(), P, cache);
+    }
+    const int64_t t0 = clock.now_ns();
+    GenerateResult g =
+        continue_autoregressive(target, cache, snapshot->last_logits().data(), max_new, sp, req.stop_ids);
+    out.times.decode = clock.now_ns() - t0;
+    out.times.verify = out.times.decode;
+    out.tokens = g.tokens;
+    out.stopped_at_eos = g.stopped_at_eos;
+  } else {
+    const auto& L = rm.chain.levels;
+    const int64_t V = target.config().vocab_size;
+    int64_t spec_room = 8;
+    for (int64_t g : rm.gammas) spec_room += g;
+    const int64_t capacity = P + max_new + spec_room;
+    DraftModels local_drafts;
+    DraftModels& dm = drafts ? *drafts : local_drafts;
+    BuiltChain bc;
+    auto model_of = [&](const LevelSpec& l) -> LlamaModel& {
+      if (l.source == LevelSpec::Source::target) return target;
+      if (l.source == LevelSpec::Source::model) return dm.get(l.path, target);
+      bc.owned_models.push_back(std::make_unique<LlamaModel>(make_layer_skip_model(target, l.n)));
+      return *bc.owned_models.back();
+    };
+    // The target's prefill serves levels whose first layers are the target's.
+    auto shares_prefill = [](const LevelSpec& l) {
+      return l.source == LevelSpec::Source::target || l.source == LevelSpec::Source::layerskip;
+    };
+    for (size_t i = 0; i < L.size(); ++i) {
+      const LevelSpec& l = L[i];
+      if (l.source == LevelSpec::Source::ngram) {
+        bc.drafter = std::make_unique<NgramDrafter>(V, l.n);
+        continue;
+      }
+      LlamaModel& model = model_of(l);
+      std::unique_ptr<Verifier> v;
+      if (l.cache == LevelSpec::Cache::full) {
+        auto r = std::make_unique<ModelRunner>(model, capacity);
+        if (shares_prefill(l)) {
+          ScopedPhase t(clock, out.times.setup);
+          r->load_prefix(snapshot->cache(), head);
+        }
+        v = std::move(r);
+      } else if (l.cache == LevelSpec::Cache::retrieval) {
+        RetrievalOptions ro;
+        ro.budget = l.budget;
+        ro.chunk = l.chunk;
+        auto r = std::make_unique<RetrievalRunner>(model, ro, max_new + spec_room);
+        if (l.source == LevelSpec::Source::target) {
+          ScopedPhase t(clock, out.times.retrieval_build);
+          r->begin_from(prompt, snapshot->cache(), snapshot->last_query());
+        } else {
+          ScopedPhase t(clock, out.times.retrieval_build);
+          r->begin(prompt);
+        }
+        bc.retrieval.emplace_back(int(i), r.get());
+        v = std::move(r);
+      } else if (i == 0) {  // the draft's StreamingLLM cache absorbs the prompt itself, as the reference's does
+        bc.drafter = std::make_unique<StreamingDrafter>(model, l.sink, l.window, spec_room);
+        continue;
+      } else {
+        auto r = std::make_unique<StreamingRunner>(model, l.sink, l.window, spec_room + 2);
+        if (l.source == LevelSpec::Source::target) {
+          ScopedPhase t(clock, out.times.setup);
+          r->begin_from(prompt, snapshot->cache());
+        }
+        v = std::move(r);
+      }
+      if (i == 0)
+        bc.drafter = std::make_unique<VerifierDrafter>(std::move(v));
+      else
+        bc.verifiers.push_back(std::move(v));
+    }
+    TF_CHECK(policy.kind == ReretrievePolicy::Kind::never || !bc.retrieval.empty(),
+             "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
+
+    std::vector<Verifier*> vs;
+    for (auto& v : bc.verifiers) vs.push_back(v.get());
+    ChainOptions opt;
+    opt.gamma = rm.gammas;
+    opt.max_context = capacity;
+    opt.middle_mode = req.middle_mode;
+    opt.clock = &clock;
+    SpecChain chain(vs, *bc.drafter, opt);
+    auto* top = dynamic_cast<ModelRunner*>(bc.verifiers.back().get());
+    std::vector<ReretrieveMonitor> monitors(bc.retrieval.size(), ReretrieveMonitor(policy));
+    std::string kinds;
+    std::vector<std::vector<float>> q;
+    chain.on_step = [&](const SpecChain& c, const std::vector<int32_t>& ctx, const VerifyResult& vr) {
+      kinds.append(size_t(vr.accepted), 'a');
+      if (int64_t(vr.tokens.size()) > vr.accepted) kinds.push_back(vr.bonus ? 'b' : 'r');
+      for (size_t k = 0; k < bc.retrieval.size(); ++k) {
+        const auto& above = c.metrics()[size_t(bc.retrieval[k].first + 1)];
+        if (!monitors[k].after_step(int64_t(ctx.size()) - P, above.drafted, above.accepted)) continue;
+        // Re-retrieve from the top level's cache: it holds the committed context but its last token.
+        ScopedPhase t(clock, out.times.retrieval_rebuild);
+        top->last_query(ctx, q);
+        bc.retrieval[k].second->begin_from(ctx, top->cache(), q);
+      }
+    };
+    const int64_t t0 = clock.now_ns();
+    ChainResult r = chain.generate(prompt, max_new, sp, req.stop_ids);
+    out.times.decode = clock.now_ns() - t0;
+    out.tokens = r.gen.tokens;
+    out.stopped_at_eos = r.gen.stopped_at_eos;
+    out.steps = r.steps;
+    // A stop token or the token budget can cut the last step short.
+    out.token_kinds = kinds.substr(0, std::min(kinds.size(), r.gen.tokens.size()));
+    for (const auto& m : monitors) out.retrieval_rebuilds += m.rebuilds();
+    out.times.draft = r.levels[0].ns;
+    for (size_t l = 1; l < r.levels.size(); ++l) {
+      const LevelMetrics& m = r.levels[l];
+      LevelOutcome lo;
+      lo.level = int(l);
+      lo.spec = L[l].str();
+      lo.gamma = rm.gammas[l - 1];
+      lo.steps = m.steps;
+      lo.drafted = m.drafted;
+      lo.accepted = m.accepted;
+      lo.alpha = m.alpha();
+      lo.tau = m.tau();
+      lo.accepted_hist = m.accepted_hist;
+      lo.ns = m.ns;
+      if (l + 1 == r.levels.size()) {
+        lo.avg_tokens = m.steps ? double(r.gen.tokens.size()) / double(m.steps) : 0.0;
+        out.times.verify = m.ns;
+      } else {
+        out.times.middle += m.ns;
+      }
+      out.levels.push_back(lo);
+    }
+  }
+  out.times.total = out.times.prefill + out.times.setup + out.times.retrieval_build + out.times.decode;
+  const double n = double(std::max<size_t>(1, out.tokens.size()));
+  out.decode_ms_per_token = ms(out.times.decode) / n;
+  out.e2e_ms_per_token = ms(out.times.total) / n;
+  return out;
+}
+
+nlohmann::json MethodOutcome::to_json() const {
+  nlohmann::json j;
+  j["method"] = method;
+  j["chain"] = resolved.chain.str();
+  j["gammas"] = resolved.gammas;
+  j["budget"] = resolved.budget;
+  j["chunk"] = resolved.chunk;
+  j["sink"] = resolved.sink;
+  j["window"] = resolved.window;
+  j["tokens"] = tokens;
+  j["n_generated"] = tokens.size();
+  j["stopped_at_eos"] = stopped_at_eos;
+  nlohmann::json lv = nlohmann::json::array();
+  for (const auto& l : levels) {
+    nlohmann::json x;
+    x["level"] = l.level;
+    x["spec"] = l.spec;
+    x["gamma"] = l.gamma;
+    x["steps"] = l.steps;
+    x["drafted"] = l.drafted;
+    x["accepted"] = l.accepted;
+    x["alpha"] = l.alpha;
+    x["tau"] = l.tau;
+    x["accepted_hist"] = l.accepted_hist;
+    if (l.level == int(levels.size())) x["avg_tokens"] = l.avg_tokens;
+    x["ms"] = ms(l.ns);
+    lv.push_back(x);
+  }
+  j["levels"] = lv;
+  nlohmann::json st = nlohmann::json::array();
+  for (const auto& s : steps) {
+    // Levels 1..N-1 (index 0 of StepRecord is the drafter, never a verifier).
+    st.push_back({{"generated", s.generated},
+                  {"drafted", std::vector<int64_t>(s.drafted.begin() + 1, s.drafted.end())},
+                  {"accepted", std::vector<int64_t>(s.accepted.begin() + 1, s.accepted.end())}});
+  }
+  j["steps"] = st;
+  j["times_ms"] = {{"prefill", ms(times.prefill)},
+                   {"setup", ms(times.setup)},
+                   {"retrieval_build", ms(times.retrieval_build)},
+                   {"draft", ms(times.draft)},
+                   {"middle", ms(times.middle)},
+                   {"verify", ms(times.verify)},
+                   {"retrieval_rebuild", ms(times.retrieval_rebuild)},
+                   {"decode", ms(times.decode)},
+                   {"total", ms(times.total)}};
+  j["prefill_reused"] = prefill_reused;
+  j["prefill_ms"] = ms(times.prefill);
+  j["decode_ms_per_token"] = decode_ms_per_token;
+  j["tokens_per_s"] = decode_ms_per_token > 0 ? 1000.0 / decode_ms_per_token : 0.0;
+  j["e2e_ms_per_token"] = e2e_ms_per_token;
+  j["retrieval_rebuilds"] = retrieval_rebuilds;
+  j["token_kinds"] = token_kinds;
+  return j;
+}
+
+}  // namespace tf::spec

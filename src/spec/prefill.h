@@ -1,0 +1,48 @@
+// One prefill of the target shared by every method and every level that can
+// use it (issue 6 §3: prefill once per (prompt, context length), reuse a
+// snapshot for every grid point). The snapshot holds the target's K/V of the
+// whole prompt, the logits after its last token, and that token's post-RoPE
+// query per layer, which is what the retrieval cache scores its chunks
+// against. A method copies what it needs and never writes the snapshot:
+//   ar                  its cache = the P prompt tokens; first token from last_logits
+//   top level (full)    the first P - 1 tokens (the chain re-forwards the last one with its proposals)
+//   target@retrieval    chunks selected from the P - 1 tokens with last_query
+//   target@streaming    sinks + last window of the P - 1 tokens
+//   layerskip:K@full    the first K layers of the P - 1 tokens (the same weights and inputs)
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kv/full_cache.h"
+#include "model/llama.h"
+#include "spec/phase_timer.h"
+
+namespace tf::spec {
+
+class PrefillSnapshot {
+ public:
+  // Runs the prefill: one forward over the prompt (in the model's bounded chunks).
+  PrefillSnapshot(LlamaModel& target, const std::vector<int32_t>& prompt, const PhaseClock& clock = PhaseClock());
+
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const FullKVCache& cache() const { return cache_; }  // length P, capacity P
+  const std::vector<float>& last_logits() const { return logits_; }  // [vocab]
+  const std::vector<std::vector<float>>& last_query() const { return query_; }  // [layers][local heads * head_dim]
+  int64_t prefill_ns() const { return prefill_ns_; }
+  // The snapshot belongs to this model (same config, same rank's KV heads).
+  bool fits(const LlamaModel& m) const;
+
+ private:
+  std::vector<int32_t> prompt_;
+  FullKVCache cache_;
+  std::vector<float> logits_;
+  std::vector<std::vector<float>> query_;
+  int64_t prefill_ns_ = 0;
+  int64_t vocab_ = 0, layers_ = 0;
+};
+
+// dst <- the first n slots of src (K/V of its first dst.num_layers() layers and
+// the slots' positions); dst is reset first. Throws on a shape mismatch.
+void copy_prefix(const FullKVCache& src, int64_t n, FullKVCache& dst);
+
+}  // namespace tf::spec

@@ -1,0 +1,219 @@
+#include "sweep/grid.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace tf::sweep {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+int64_t to_int(const std::string& option, const std::string& item) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(item.c_str(), &end, 10);
+  TF_CHECK(!item.empty() && end && *end == '\0' && errno == 0,
+           "--" << option << ": '" << item << "' is not an integer");
+  return v;
+}
+
+double to_real(const std::string& option, const std::string& item) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(item.c_str(), &end);
+  TF_CHECK(!item.empty() && end && *end == '\0' && errno == 0,
+           "--" << option << ": '" << item << "' is not a number");
+  return v;
+}
+
+// Real numbers in keys: shortest text that reads back to the same double.
+std::string real_str(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  for (int p = 1; p <= 17; ++p) {
+    std::ostringstream t;
+    t.precision(p);
+    t << v;
+    if (std::strtod(t.str().c_str(), nullptr) == v) return t.str();
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<std::string> parse_string_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (!item.empty()) out.push_back(item);
+  }
+  TF_CHECK(!out.empty(), "--" << option << ": expected a comma-separated list, got '" << text << "'");
+  return out;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text) {
+  std::vector<int64_t> out;
+  for (const auto& item : parse_string_list(option, text)) {
+    const auto c1 = item.find(':');
+    if (c1 == std::string::npos) {
+      out.push_back(to_int(option, item));
+      continue;
+    }
+    const auto c2 = item.find(':', c1 + 1);
+    TF_CHECK(c2 != std::string::npos, "--" << option << ": range '" << item << "' must be FIRST:LAST:STEP");
+    const int64_t first = to_int(option, item.substr(0, c1));
+    const int64_t last = to_int(option, item.substr(c1 + 1, c2 - c1 - 1));
+    const int64_t step = to_int(option, item.substr(c2 + 1));
+    TF_CHECK(step > 0 && last >= first, "--" << option << ": range '" << item << "' needs LAST >= FIRST and STEP > 0");
+    TF_CHECK((last - first) / step < 100000, "--" << option << ": range '" << item << "' has too many values");
+    for (int64_t v = first; v <= last; v += step) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<double> parse_real_list(const std::string& option, const std::string& text) {
+  std::vector<double> out;
+  for (const auto& item : parse_string_list(option, text)) out.push_back(to_real(option, item));
+  return out;
+}
+
+MethodParams method_params(const std::string& m) {
+  //                         draft  γ1     γ2     budget chunk  sink/w reretr
+  if (m == "ar") return {false, false, false, false, false, false, false};
+  if (m == "spec") return {true, true, false, false, false, false, false};
+  if (m == "retrieval") return {false, false, true, true, true, false, true};
+  // The middle level is the target on a streaming cache of `budget` tokens.
+  if (m == "streaming-hier") return {true, true, true, true, false, true, false};
+  // The n-gram drafter keeps no cache, so sink/window do not apply.
+  if (m == "ngram-triforce") return {true, true, true, true, true, false, true};
+  // triforce and any method added later: every parameter counts, so nothing
+  // is deduplicated by mistake.
+  return {true, true, true, true, true, true, true};
+}
+
+std::string Point::key(const std::vector<std::string>& prompt_names) const {
+  std::ostringstream os;
+  os << "prompt=" << prompt_names.at(size_t(prompt)) << ";context=" << context << ";max_new=" << max_new
+     << ";temperature=" << real_str(temperature) << ";top_p=" << real_str(top_p) << ";seed=" << seed
+     << ";rep=" << rep << ";method=" << method << ";draft=" << draft << ";gamma1=" << gamma1
+     << ";gamma2=" << gamma2 << ";budget=" << budget << ";chunk=" << chunk << ";sink=" << sink
+     << ";window=" << window << ";reretrieve=" << reretrieve;
+  return os.str();
+}
+
+std::vector<Point> expand(const GridSpec& g) {
+  auto need = [](bool nonempty, const char* what) { TF_CHECK(nonempty, "sweep: the grid has no " << what); };
+  need(!g.methods.empty(), "methods (--method)");
+  need(!g.contexts.empty(), "context lengths (--context)");
+  need(!g.max_new.empty(), "generation lengths (--max-new-tokens)");
+  need(!g.temperatures.empty() && !g.top_ps.empty(), "sampling parameters");
+  need(!g.seeds.empty(), "seeds (--seed)");
+  need(g.n_prompts > 0, "prompts");
+  TF_CHECK(g.repetitions >= 1, "--repetitions: expected at least 1, got " << g.repetitions);
+  for (auto c : g.contexts) TF_CHECK(c >= 1, "--context: expected positive token counts, got " << c);
+  for (auto n : g.max_new) TF_CHECK(n >= 1, "--max-new-tokens: expected at least 1, got " << n);
+  for (auto t : g.temperatures) TF_CHECK(t >= 0, "--temperature: expected >= 0, got " << t);
+  for (auto p : g.top_ps) TF_CHECK(p > 0 && p <= 1, "--top-p: expected values in (0, 1], got " << p);
+
+  std::vector<Point> out;
+  int64_t unit = 0;
+  std::vector<std::string> methods = {"ar"};
+  for (const auto& m : g.methods)
+    if (m != "ar") methods.push_back(m);
+  for (int64_t pr = 0; pr < g.n_prompts; ++pr)
+    for (auto ctx : g.contexts)
+      for (auto mn : g.max_new)
+        for (auto t : g.temperatures)
+          for (auto tp : g.top_ps)
+            for (auto seed : g.seeds)
+              for (int64_t rep = 0; rep < g.repetitions; ++rep, ++unit) {
+                Point base;
+                base.unit = unit;
+                base.prompt = pr;
+                base.context = ctx;
+                base.max_new = mn;
+                base.temperature = t;
+                base.top_p = tp;
+                base.seed = seed;
+                base.rep = rep;
+                const int64_t baseline = int64_t(out.size());
+                std::set<std::string> seen;  // keys within this unit (prompt names are irrelevant here)
+                const std::vector<std::string> names(size_t(g.n_prompts), "");
+                for (const auto& m : methods) {
+                  const MethodParams mp = method_params(m);
+                  auto vals_s = [](bool used, const std::vector<std::string>& v) {
+                    return used && !v.empty() ? v : std::vector<std::string>{""};
+                  };
+                  auto vals_i = [](bool used, const std::vector<int64_t>& v) {
+                    return used && !v.empty() ? v : std::vector<int64_t>{-1};
+                  };
+                  // ngram-triforce reads only ngram:N drafts (else its default n-gram).
+                  std::vector<std::string> drafts = vals_s(mp.draft, g.drafts);
+                  if (m == "ngram-triforce") {
+                    std::vector<std::string> ng;
+                    for (const auto& d : drafts)
+                      if (d.rfind("ngram:", 0) == 0) ng.push_back(d);
+                    drafts = ng.empty() ? std::vector<std::string>{""} : ng;
+                  }
+                  for (const auto& d : drafts)
+                    for (auto g1 : vals_i(mp.gamma1, g.gamma1))
+                      for (auto g2 : vals_i(mp.gamma2, g.gamma2))
+                        for (auto b : vals_i(mp.budget, g.budgets))
+                          for (auto c : vals_i(mp.chunk, g.chunks))
+                            for (auto s : vals_i(mp.streaming, g.sinks))
+                              for (auto w : vals_i(mp.streaming, g.windows))
+                                for (const auto& rr : vals_s(mp.reretrieve, g.reretrieve)) {
+                                  Point p = base;
+                                  p.method = m;
+                                  p.draft = d;
+                                  p.gamma1 = g1;
+                                  p.gamma2 = g2;
+                                  p.budget = b;
+                                  p.chunk = c;
+                                  p.sink = s;
+                                  p.window = w;
+                                  p.reretrieve = rr;
+                                  if (!seen.insert(p.key(names)).second) continue;
+                                  p.index = int64_t(out.size());
+                                  p.baseline = baseline;
+                                  out.push_back(p);
+                                }
+                }
+              }
+  return out;
+}
+
+Shard Shard::parse(const std::string& s) {
+  const auto slash = s.find('/');
+  TF_CHECK(slash != std::string::npos, "--shard " << s << ": expected I/N, e.g. 0/4");
+  Shard sh;
+  sh.index = to_int("shard", s.substr(0, slash));
+  sh.count = to_int("shard", s.substr(slash + 1));
+  TF_CHECK(sh.count >= 1 && sh.index >= 0 && sh.index < sh.count,
+           "--shard " << s << ": expected 0 <= I < N");
+  return sh;
+}
+
+std::vector<Point> select_shard(const std::vector<Point>& all, const Shard& s) {
+  if (all.empty()) return {};
+  const int64_t units = all.back().unit + 1;
+  std::vector<Point> out;
+  for (const auto& p : all)
+    if (p.unit * s.count / units == s.index) out.push_back(p);
+  return out;
+}
+
+}  // namespace tf::sweep

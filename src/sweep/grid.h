@@ -1,0 +1,72 @@
+// The sweep grid: lists of values per parameter (from the INI / command line)
+// expanded into points, one per run. Parameters a method does not read are
+// fixed to "n/a" values (-1 / "") before deduplication, so `ar` runs once per
+// (prompt, context, sampling, seed, repetition) however many budgets are swept.
+//
+// Order (outermost first): prompt, context, max_new, temperature, top_p, seed,
+// repetition -> a "unit" (its `ar` baseline first, then every other method's
+// points). Units sharing (prompt, context) are adjacent, so one prefill serves
+// them; a shard is a contiguous block of whole units, so every run finds its
+// `ar` baseline in its own shard.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tf::sweep {
+
+struct GridSpec {
+  std::vector<std::string> methods;  // ar is always added as the baseline
+  std::vector<std::string> drafts;
+  std::vector<int64_t> contexts;
+  std::vector<int64_t> max_new;
+  std::vector<int64_t> budgets, chunks, gamma1, gamma2, sinks, windows;
+  std::vector<std::string> reretrieve;
+  std::vector<double> temperatures, top_ps;
+  std::vector<uint64_t> seeds;
+  int64_t repetitions = 1;
+  int64_t n_prompts = 1;  // prompts are indices into the loaded prompt list
+};
+
+struct Point {
+  int64_t index = 0;  // position in the whole (unsharded) grid
+  int64_t unit = 0;   // baseline unit (see above)
+  int64_t prompt = 0;
+  int64_t context = 0;
+  int64_t max_new = 0;
+  double temperature = 0, top_p = 1;
+  uint64_t seed = 0;
+  int64_t rep = 0;
+  std::string method, draft;
+  int64_t budget = -1, chunk = -1, gamma1 = -1, gamma2 = -1, sink = -1, window = -1;
+  std::string reretrieve;
+  int64_t baseline = -1;  // index of the `ar` point of this unit (itself for ar)
+
+  // Every parameter, canonical: equal keys <=> the same run. Prompt by name.
+  std::string key(const std::vector<std::string>& prompt_names) const;
+  bool is_baseline() const { return method == "ar"; }
+};
+
+// Which grid parameters a method reads (the rest become n/a).
+// (spec::run_method's named methods; gamma2 is the retrieval/middle level's block.)
+struct MethodParams {
+  bool draft, gamma1, gamma2, budget, chunk, streaming, reretrieve;
+};
+MethodParams method_params(const std::string& method);
+
+std::vector<Point> expand(const GridSpec& g);
+
+struct Shard {
+  int64_t index = 0, count = 1;
+  static Shard parse(const std::string& s);  // "i/n", 0 <= i < n; one-line error naming --shard
+  std::string str() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+// The points of shard s: contiguous blocks of whole units, unit u -> shard floor(u * n / U).
+std::vector<Point> select_shard(const std::vector<Point>& all, const Shard& s);
+
+// "1,2,4" or "256:1024:256" (inclusive range with a step) -> values; errors name `option`.
+std::vector<int64_t> parse_int_list(const std::string& option, const std::string& text);
+std::vector<double> parse_real_list(const std::string& option, const std::string& text);
+std::vector<std::string> parse_string_list(const std::string& option, const std::string& text);
+
+}  // namespace tf::sweep

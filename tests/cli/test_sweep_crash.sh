@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Crash safety of `triforce sweep`: the CI smoke sweep is killed with SIGKILL
+# at random moments, again and again, into one file. After every kill the file
+# must be a valid sweep file whose runs are a subset of an uninterrupted run's
+# (same keys, same tokens), never fewer than before; a final rerun resumes and
+# ends with exactly the uninterrupted run's set. A second sweep on a file that
+# is being written is refused by the lock.
+set -eu
+bin=$1; fixtures=$2
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d); pid=""
+trap '[[ -n $pid ]] && kill -9 $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+# Longer generations than the config's, so a run takes long enough to be hit mid-way.
+loud=(--config configs/sweeps/ci-smoke.ini --max-new-tokens 64)
+args=("${loud[@]}" --quiet)
+slow=(--config configs/sweeps/ci-smoke.ini --max-new-tokens 256 --quiet)
+list() { "$bin" merge --check --list --quiet "$1" | sort; }
+
+"$bin" sweep "${args[@]}" --out "$tmp/ref.h5"
+list "$tmp/ref.h5" >"$tmp/ref.txt"
+total=$(wc -l <"$tmp/ref.txt")
+[[ $total -eq 24 ]] || { echo "FAIL: the uninterrupted sweep wrote $total runs, expected 24"; exit 1; }
+start=$(date +%s%N)
+"$bin" sweep "${args[@]}" --out "$tmp/timing.h5"
+full_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "uninterrupted: $total runs in $full_ms ms"
+
+out="$tmp/crash.h5"
+prev=0; kills=0
+RANDOM=7
+for round in $(seq 1 12); do
+  delay_ms=$(( RANDOM % full_ms ))
+  "$bin" sweep "${args[@]}" --out "$out" &
+  pid=$!
+  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); fi
+  wait $pid 2>/dev/null || true
+  pid=""
+  if [[ ! -f $out ]]; then
+    [[ $prev -eq 0 ]] || { echo "FAIL: round $round: the file vanished"; exit 1; }
+    echo "round $round: killed after ${delay_ms} ms, before the file existed"
+    continue
+  fi
+  list "$out" >"$tmp/now.txt" || { echo "FAIL: round $round: the file is not a valid sweep file"; exit 1; }
+  n=$(wc -l <"$tmp/now.txt")
+  extra=$(comm -13 "$tmp/ref.txt" "$tmp/now.txt" | wc -l)
+  [[ $extra -eq 0 ]] || { echo "FAIL: round $round: runs that differ from the uninterrupted sweep:"; comm -13 "$tmp/ref.txt" "$tmp/now.txt"; exit 1; }
+  [[ $n -ge $prev ]] || { echo "FAIL: round $round: $n runs after the kill, $prev before"; exit 1; }
+  echo "round $round: killed after ${delay_ms} ms: $n/$total runs, all valid"
+  prev=$n
+  [[ $n -lt $total ]] || break
+done
+[[ $kills -ge 3 ]] || { echo "FAIL: only $kills sweeps were killed mid-way"; exit 1; }
+
+# The same command resumes: it skips what is done and completes the set.
+"$bin" sweep "${loud[@]}" --out "$out" 2>"$tmp/resume.log"
+if [[ $prev -gt 0 ]]; then
+  grep -q "already done" "$tmp/resume.log" || { echo "FAIL: the rerun did not resume"; cat "$tmp/resume.log"; exit 1; }
+fi
+list "$out" >"$tmp/final.txt"
+cmp -s "$tmp/ref.txt" "$tmp/final.txt" || { echo "FAIL: the resumed sweep differs from the uninterrupted one"; diff "$tmp/ref.txt" "$tmp/final.txt" | head; exit 1; }
+echo "resumed: $(wc -l <"$tmp/final.txt") runs, identical to the uninterrupted sweep"
+
+# The lock: a second sweep on a file being written fails at once, naming the holder.
+rm -f "$tmp/locked.h5"
+"$bin" sweep "${slow[@]}" --out "$tmp/locked.h5" &
+pid=$!
+for _ in $(seq 1 100); do [[ -f $tmp/locked.h5 ]] && break; sleep 0.02; done
+if "$bin" sweep "${slow[@]}" --out "$tmp/locked.h5" 2>"$tmp/err"; then
+  echo "FAIL: a second sweep wrote a file that another sweep holds"; exit 1
+fi
+grep -q "another sweep is writing" "$tmp/err" || { echo "FAIL: unexpected error: $(cat "$tmp/err")"; exit 1; }
+[[ $(wc -l <"$tmp/err") -eq 1 ]] || { echo "FAIL: the error is not one line"; cat "$tmp/err"; exit 1; }
+echo "lock: $(cat "$tmp/err")"
+kill -9 $pid; wait $pid 2>/dev/null || true; pid=""

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A failing rank takes the whole tensor-parallel job down within seconds, never
+# a hang: (1) kill -9 of a worker mid-generation; (2) an error on every rank
+# (a bad prompt file read after the model) exits non-zero with the message.
+set -eu
+bin=$1; fixtures=$2
+command -v mpirun >/dev/null || { echo "no mpirun: skipped"; exit 77; }
+mpi=(mpirun --oversubscribe)
+[[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
+tmp=$(mktemp -d)
+fx="$fixtures/hf/mha_f32"
+
+# (1) A long run (far more tokens than it can make in the time we wait).
+"${mpi[@]}" -np 2 "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 200000 \
+  --ignore-eos >/dev/null 2>"$tmp/err" &
+job=$!
+trap 'kill -9 $job 2>/dev/null; rm -rf "$tmp"' EXIT
+worker=""
+for _ in $(seq 100); do  # find rank 1 among mpirun's children by its environment
+  for p in $(pgrep -P $job || true); do
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && worker=$p
+  done
+  [[ -n $worker ]] && break
+  sleep 0.1
+done
+[[ -n $worker ]] || { echo "FAIL: no rank 1 process under mpirun $job"; exit 1; }
+sleep 1.5  # into the decode loop
+kill -0 $job 2>/dev/null || { echo "FAIL: the job ended before the kill"; cat "$tmp/err"; exit 1; }
+kill -9 "$worker"
+t0=$(date +%s.%N)
+rc=0
+for _ in $(seq 200); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+if kill -0 $job 2>/dev/null; then echo "FAIL: the job still runs 20 s after its worker was killed"; exit 1; fi
+wait $job || rc=$?
+dt=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+[[ $rc != 0 ]] || { echo "FAIL: exit code 0 after a worker was killed"; exit 1; }
+echo "worker $worker killed: the job ended after ${dt} s with exit code $rc"
+
+# (2) An error after the ranks loaded their shards: one line, non-zero exit, no hang.
+rc=0
+timeout 60 "${mpi[@]}" -np 2 "$bin" generate --target "$fx" --prompt-file "$tmp/missing.txt" >/dev/null \
+  2>"$tmp/err2" || rc=$?
+[[ $rc != 0 && $rc != 124 ]] || { echo "FAIL: exit code $rc for a missing prompt file"; cat "$tmp/err2"; exit 1; }
+grep -q "triforce: error (rank 0): --prompt-file .*missing.txt: cannot open file" "$tmp/err2" || {
+  cat "$tmp/err2"; exit 1; }
+echo "missing prompt file under TP 2: exit $rc, $(grep -m1 'rank 0' "$tmp/err2")"

@@ -1,0 +1,171 @@
+// Causal prefill attention kernel (ctest label gpu) against a CPU reference in
+// double precision on the same dtype-rounded inputs: n queries at the last n
+// of kv_length slots, n in {1, 3, 127, 129, 4097} and long cases up to
+// 65537, head_dim 64/128, MHA and GQA, f16 and bf16. The output is poisoned
+// with NaN before launch and the cache slots past kv_length hold NaN, so a
+// missing write or a read past the length shows up; every output element must
+// be finite. Huge cases check a sample of query rows (every head) on the CPU.
+// SKIPPED without CUDA or without a device.
+#include <gtest/gtest.h>
+
+#include "require_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include "attention_prefill.cuh"
+#include "device_buffer.cuh"
+#endif
+
+namespace {
+
+using tf::DType;
+
+struct Case {
+  int64_t n, kv, D, H, KH;
+  DType dt;
+  int64_t max_checked_rows = 600;  // query rows checked on the CPU (all when n is at most this)
+};
+
+#ifdef TRIFORCE_HAVE_CUDA
+void fill_uniform(std::vector<float>& v, size_t begin, size_t end, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = begin; i < end; ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    v[i] = float(int64_t(s >> 40) - (1ll << 23)) / float(1ll << 23);  // [-1, 1)
+  }
+}
+
+// The query rows to check: all, or the first, the last, those around the
+// 64/128-row tile edges near both ends, and a spread through the middle.
+std::vector<int64_t> rows_to_check(int64_t n, int64_t max_rows) {
+  std::vector<int64_t> r;
+  if (n <= max_rows) {
+    for (int64_t i = 0; i < n; ++i) r.push_back(i);
+    return r;
+  }
+  for (int64_t i : {0, 1, 2, 63, 64, 65, 127, 128, 129}) r.push_back(i);
+  for (int64_t i = 1; i <= 9; ++i) r.push_back(n - i);
+  r.push_back(n - 129), r.push_back(n - 128), r.push_back(n - 127);
+  const int64_t spread = max_rows - int64_t(r.size());
+  for (int64_t i = 0; i < spread; ++i) r.push_back((n * (2 * i + 1)) / (2 * spread));
+  r.erase(std::remove_if(r.begin(), r.end(), [n](int64_t i) { return i < 0 || i >= n; }), r.end());
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(testing::Message() << "n=" << c.n << " kv=" << c.kv << " D=" << c.D << " H=" << c.H
+                                  << " KH=" << c.KH << " " << tf::dtype_name(c.dt));
+  const int64_t cap = c.kv + 11, D = c.D, G = c.H / c.KH;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> k(c.KH * cap * D, nan), v(c.KH * cap * D, nan), q(c.n * c.H * D);
+  for (int64_t h = 0; h < c.KH; ++h) {
+    fill_uniform(k, h * cap * D, (h * cap + c.kv) * D, 300 + h);
+    fill_uniform(v, h * cap * D, (h * cap + c.kv) * D, 400 + h);
+  }
+  fill_uniform(q, 0, q.size(), 17 + c.n);
+  for (auto& x : q) x *= 2.0f;  // sharper softmax
+  tf::cuda::round_to(k, c.dt), tf::cuda::round_to(v, c.dt), tf::cuda::round_to(q, c.dt);
+
+  auto dk = tf::cuda::upload_as(k, c.dt), dv = tf::cuda::upload_as(v, c.dt), dq = tf::cuda::upload_as(q, c.dt);
+  tf::cuda::DeviceBuffer dout(q.size() * 2);
+  dout.poison();
+  tf::cuda::AttentionPrefillParams p;
+  p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
+  p.n = c.n, p.kv_length = c.kv, p.num_heads = c.H, p.num_kv_heads = c.KH, p.head_dim = D, p.capacity = cap;
+  p.dtype = c.dt;
+  tf::cuda::attention_prefill(p);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = tf::cuda::download_as(dout, q.size(), c.dt);
+
+  size_t not_finite = 0;
+  for (float x : got) not_finite += !std::isfinite(x);
+  EXPECT_EQ(not_finite, 0u) << "non-finite outputs (unwritten, or NaN read from past the length)";
+
+  const auto rows = rows_to_check(c.n, c.max_checked_rows);
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<float> ref(rows.size() * c.H * D);
+  auto reference = [&](size_t first, size_t step) {
+    std::vector<double> w(c.kv), acc(D);
+    for (size_t ri = first; ri < rows.size(); ri += step) {
+      const int64_t i = rows[ri], last = c.kv - c.n + i;  // query i sees slots 0..last
+      for (int64_t h = 0; h < c.H; ++h) {
+        const float* qr = q.data() + (i * c.H + h) * D;
+        const float* K = k.data() + (h / G) * cap * D;
+        const float* V = v.data() + (h / G) * cap * D;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= last; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += double(qr[d]) * K[j * D + d];
+          w[j] = s * scale;
+          mx = std::max(mx, w[j]);
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j <= last; ++j) {
+          const double e = std::exp(w[j] - mx);
+          sum += e;
+          for (int64_t d = 0; d < D; ++d) acc[d] += e * V[j * D + d];
+        }
+        for (int64_t d = 0; d < D; ++d) ref[(ri * c.H + h) * D + d] = float(acc[d] / sum);
+      }
+    }
+  };
+  const size_t nthreads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < nthreads; ++t) pool.emplace_back(reference, t, nthreads);
+  for (auto& t : pool) t.join();
+
+  const float rtol = c.dt == DType::BF16 ? 1.6e-2f : 2e-3f, atol = c.dt == DType::BF16 ? 8e-3f : 1e-3f;
+  size_t bad = 0;
+  double max_err = 0;
+  for (size_t ri = 0; ri < rows.size(); ++ri)
+    for (int64_t h = 0; h < c.H; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        const float r = ref[(ri * c.H + h) * D + d], g = got[(rows[ri] * c.H + h) * D + d];
+        const float e = std::fabs(g - r);
+        if (std::isfinite(g)) max_err = std::max<double>(max_err, e);
+        if (!(std::isfinite(g) && e <= atol + rtol * std::fabs(r)) && bad++ == 0)
+          ADD_FAILURE() << "query " << rows[ri] << ", head " << h << ", dim " << d << ": got " << g << " want " << r;
+      }
+  EXPECT_EQ(bad, 0u) << bad << " of " << rows.size() * c.H * D << " checked elements off; max |err| " << max_err;
+}
+#endif
+
+}  // namespace
+
+// Every n x head_dim x MHA/GQA x dtype, with the queries filling the KV (a
+// whole prompt) and as the tail of a longer KV (a chunk after earlier chunks).
+TEST(KernelsAttentionPrefill, ShortLengths) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (int64_t D : {64, 128})
+    for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
+      for (DType dt : {DType::F16, DType::BF16}) {
+        for (int64_t n : {1, 3, 127, 129, 4097}) run_case({n, n, D, hk.first, hk.second, dt, 160});
+        run_case({1, 129, D, hk.first, hk.second, dt});
+        run_case({3, 127, D, hk.first, hk.second, dt});
+        run_case({129, 4097, D, hk.first, hk.second, dt, 64});
+        run_case({127, 200, D, hk.first, hk.second, dt});
+      }
+#endif
+}
+
+TEST(KernelsAttentionPrefill, LongContext65537) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  run_case({65537, 65537, 128, 32, 8, DType::BF16, 40});
+  run_case({4097, 65537, 128, 8, 8, DType::F16, 40});
+  run_case({129, 65537, 64, 16, 4, DType::F16, 40});
+  run_case({65537, 65537, 64, 8, 8, DType::F16, 40});
+#endif
+}
