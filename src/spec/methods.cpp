@@ -1,7 +1,5 @@
 #include "spec/methods.h"
 
-#include "model/weights_device.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -246,10 +244,7 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
   TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
            "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
                       << target.config().vocab_size);
-  LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
-  // The draft runs where the target runs, in the target's dtype.
-  if (target.device() != Device::CPU) w = upload_weights(w, target.device(), target.dtype());
-  auto m = std::make_unique<LlamaModel>(ck.config, std::move(w), target.max_chunk());
+  auto m = std::make_unique<LlamaModel>(ck.config, LlamaWeights::load(*ck.weights, ck.config));
   return *(models_[path] = std::move(m));
 }
 
