@@ -73,6 +73,10 @@ void finalize() {
 }
 
 void abort_all(const std::string& msg, int code) {
+  // A worker gives rank 0 half a second to abort first: an error every rank
+  // hits (a bad option, the head count) is then printed once, by rank 0; an
+  // error of this rank alone is still printed, half a second later.
+  if (g_world.mpi && g_world.size > 1 && g_world.rank != 0) usleep(500000);
   if (g_world.size > 1)
     dprintf(g_err_fd, "triforce: error (rank %d): %s\n", g_world.rank, msg.c_str());
   else

@@ -44,3 +44,14 @@ timeout 60 "${mpi[@]}" -np 2 "$bin" generate --target "$fx" --prompt-file "$tmp/
 grep -q "triforce: error (rank 0): --prompt-file .*missing.txt: cannot open file" "$tmp/err2" || {
   cat "$tmp/err2"; exit 1; }
 echo "missing prompt file under TP 2: exit $rc, $(grep -m1 "triforce: error (rank 0)" "$tmp/err2")"
+
+# (3) An error on a worker alone (MPMD launch: rank 1 gets a checkpoint that does not exist) while
+# rank 0 waits in the first collective: the worker's line is printed and the job ends.
+rc=0
+t0=$(date +%s)
+timeout 60 "${mpi[@]}" -np 1 "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 : \
+  -np 1 "$bin" generate --target "$tmp/no_such_model" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 \
+  >/dev/null 2>"$tmp/err3" || rc=$?
+[[ $rc != 0 && $rc != 124 ]] || { echo "FAIL: exit code $rc for a worker-only error"; cat "$tmp/err3"; exit 1; }
+grep -q "triforce: error (rank 1): .*no_such_model" "$tmp/err3" || { cat "$tmp/err3"; exit 1; }
+echo "worker-only error: exit $rc after $(( $(date +%s) - t0 )) s, $(grep -m1 'triforce: error (rank 1)' "$tmp/err3")"
