@@ -273,6 +273,14 @@ int cmd_sweep(const std::vector<std::string>& args) {
   }
 
   sweep::FileLock lock(out);
+  // Every prompt must cover its context lengths before anything is written.
+  std::unique_ptr<Tokenizer> tok;
+  if (prompts.needs_tokenizer()) tok = load_tokenizer(path);
+  std::set<std::pair<int64_t, int64_t>> cuts;
+  for (const auto& p : mine)
+    if (cuts.insert({p.prompt, p.context}).second) prompts.cut(p.prompt, p.context, tok.get());
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false);
+
   sweep::FileHeader header;
   header.config = resolved_config(desc, vm);
   header.root = sweep::provenance(device, dist::world().size);
@@ -286,12 +294,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
   header.root.emplace_back("command", cmd);
   sweep::ResultsWriter writer(out, header);
 
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompts.needs_tokenizer());
   sweep::RunnerOptions ro;
   if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
   ro.shard = shard.index;
   ro.progress = !quiet;
-  const sweep::SweepStats st = sweep::run_points(*s.model, s.tokenizer.get(), prompts, mine, writer, ro);
+  const sweep::SweepStats st = sweep::run_points(*s.model, tok.get(), prompts, mine, writer, ro);
   if (!quiet)
     std::fprintf(stderr,
                  "sweep %s: %lld runs written, %lld already done, %lld prefills, %.1f s; appends took %.1f ms in all "
