@@ -130,3 +130,12 @@ if [[ -f $model ]]; then
   "$bin" merge --list --quiet "$tmp/text.h5" | grep -q "prompt=gen;context=48" || fail "text prompt run missing"
   echo "text prompts ok"
 fi
+
+# The default prompt set (experiments/prompts/make_default_prompts.sh), cut to a long context.
+prompts=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/prompts
+if [[ -f $model && -f $prompts/kjv-4-new.txt && -f $prompts/devils-dictionary.txt ]]; then
+  "$bin" sweep --prompt-set kjv-4,devils --context 8192 --method ngram-triforce --out "$tmp/set.h5" --dry-run >"$tmp/set.txt"
+  grep -q "grid: 4 points" "$tmp/set.txt" || fail "prompt set dry-run: $(head -1 "$tmp/set.txt")"
+  grep -q "devils-dictionary" "$tmp/set.txt" && grep -q "kjv-4-new" "$tmp/set.txt" || fail "prompt set names missing"
+  echo "default prompt set ok"
+fi
