@@ -23,6 +23,13 @@ ncclDataType_t nccl_type(DType t, const char* what) {
   TF_FAIL("NcclCommunicator::" << what << ": expected an f32, f16 or bf16 tensor, got " << dtype_name(t));
 }
 
+// Not core's shape_str: this library links after triforce_core, so it uses only header code from there.
+std::string dims(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 void check_device(const Tensor& t, const char* what) {
   TF_CHECK(t.device == Device::CUDA, "NcclCommunicator::" << what << ": the tensor is on the host, expected the GPU");
 }
@@ -73,13 +80,13 @@ void NcclCommunicator::allgather_columns(const Tensor& local, Tensor& full, cons
   TF_CHECK(full.dtype == local.dtype, "allgather_columns: local is " << dtype_name(local.dtype) << ", full is "
                                                                       << dtype_name(full.dtype));
   TF_CHECK(int(cols.size()) == size_ && local.shape.size() == 2 && local.shape[1] == cols[size_t(rank_)],
-           "allgather_columns: rank " << rank_ << " holds " << shape_str(local.shape) << ", expected "
+           "allgather_columns: rank " << rank_ << " holds " << dims(local.shape) << ", expected "
                                       << (cols.size() == size_t(size_) ? cols[size_t(rank_)] : -1) << " columns");
   const int64_t rows = local.shape[0];
   int64_t total = 0;
   for (int64_t c : cols) total += c;
   TF_CHECK(full.shape == (std::vector<int64_t>{rows, total}),
-           "allgather_columns: output is " << shape_str(full.shape) << ", expected [" << rows << ", " << total << "]");
+           "allgather_columns: output is " << dims(full.shape) << ", expected [" << rows << ", " << total << "]");
   const size_t elt = dtype_size(local.dtype);
   if (size_ == 1) {
     CUDA_CHECK(cudaMemcpyAsync(full.data, local.data, local.bytes(), cudaMemcpyDeviceToDevice, stream_));
