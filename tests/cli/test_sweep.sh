@@ -139,3 +139,13 @@ if [[ -f $model && -f $prompts/kjv-4-new.txt && -f $prompts/devils-dictionary.tx
   grep -q "devils-dictionary" "$tmp/set.txt" && grep -q "kjv-4-new" "$tmp/set.txt" || fail "prompt set names missing"
   echo "default prompt set ok"
 fi
+
+# Tensor parallelism: 2 ranks on their shards give the same runs (keys, tokens) as one process;
+# only rank 0 writes.
+if command -v mpirun >/dev/null; then
+  mpi=(mpirun -np 2); [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root); mpi+=(--oversubscribe)
+  "${mpi[@]}" "$bin" sweep --config $cfg --out "$tmp/tp2.h5" --quiet
+  "$bin" merge --list --quiet "$tmp/tp2.h5" >"$tmp/tp2.txt"
+  cmp -s "$tmp/all.txt" "$tmp/tp2.txt" || fail "the 2-rank sweep differs from one process: $(diff "$tmp/all.txt" "$tmp/tp2.txt" | head -4)"
+  echo "tensor-parallel sweep ok: 2 ranks, the same $(wc -l <"$tmp/tp2.txt") runs"
+fi
