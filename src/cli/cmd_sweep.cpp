@@ -186,7 +186,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "dry-run", po::bool_switch(), "print the grid, the memory plan and a time estimate; run nothing")(
       "quiet", po::bool_switch(), "no progress lines")(
       "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
-      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 10, cuda 3000)");
+      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                  "INI file with any of these keys; the command line wins");
   po::variables_map vm;
