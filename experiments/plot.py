@@ -115,15 +115,17 @@ def plot_all(path, out):
     rows, hists, title = load(path)
     os.makedirs(out, exist_ok=True)
     written = []
-    two_level = lambda r: finite(r.get("alpha_l2"))  # noqa: E731
+    # Methods with a retrieval level: their top level is L2 (retrieval-cache target vs full target).
+    retrieval = lambda r: r["method"] != "ar" and r.get("resolved_budget", -1) != -1  # noqa: E731
+    two_level = lambda r: retrieval(r) and finite(r.get("alpha_l2"))  # noqa: E731
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    draw(ax, series(rows, "resolved_budget", "alpha_l2", lambda r: label(r, "context", "temperature"), two_level),
+    draw(ax, series(rows, "resolved_budget", "alpha_top", lambda r: label(r, "context", "temperature"), retrieval),
          "retrieval budget (tokens)", "L2 acceptance (top level)", logx=True)
     written.append(save(fig, out, "l2_acceptance_vs_budget.png", title))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    data = series(rows, "resolved_chunk", "alpha_top", lambda r: label(r, "context") + " top", two_level)
+    data = series(rows, "resolved_chunk", "alpha_top", lambda r: label(r, "context") + " top", retrieval)
     data.update(series(rows, "resolved_chunk", "alpha_l1", lambda r: label(r, "context") + " L1", two_level))
     draw(ax, data, "retrieval chunk size (tokens)", "acceptance", logx=True)
     written.append(save(fig, out, "acceptance_vs_chunk.png", title))

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <climits>
 
 #include "attention_decode.cuh"
@@ -282,7 +283,15 @@ template <class T, int D, int MT>
 void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream) {
   constexpr size_t smem = split_smem_bytes<D, MT>();
   auto* kern = attention_split_kernel<T, D, MT>;
-  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Raise the shared-memory limit once per device and instantiation, so the launch itself stays cheap.
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(attr_set.load(std::memory_order_acquire) & bit)) {
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    attr_set.fetch_or(bit, std::memory_order_release);
+  }
   kern<<<dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), kThreads, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cmath>
 
 #include "attention_mma.cuh"
@@ -7,14 +8,17 @@
 namespace tf::cuda {
 namespace {
 
-constexpr int kMT = 2;                // m16 tiles per warp: K/V fragments are reused for 32 rows
-constexpr int kWarps = 4;
-constexpr int kRW = 16 * kMT;         // query rows per warp
-constexpr int kBM = kRW * kWarps;     // query rows per CTA
-// KV slots per pipeline stage: 32 at head_dim 128 keeps S and O (192 fp32) in registers without spills.
-template <int D> constexpr int kBN = D == 128 ? 32 : 64;
-constexpr int kThreads = kWarps * 32;
-constexpr int kStages = 3;            // K/V tiles in flight: the next two load while one is consumed
+// One tile configuration: MT m16 tiles per warp (K/V fragments reused for 16 MT
+// rows), WARPS warps, BN KV slots per pipeline stage, STAGES stages in flight.
+template <int D_, int MT_, int WARPS_, int BN_, int STAGES_, int MINB_> struct Cfg {
+  static constexpr int D = D_, MT = MT_, WARPS = WARPS_, BN = BN_, STAGES = STAGES_, MINB = MINB_;
+  static constexpr int RW = 16 * MT, BM = RW * WARPS, THREADS = WARPS * 32;
+  static constexpr size_t smem_bytes = sizeof(uint16_t) * (size_t(BM) * D + size_t(STAGES) * 2 * BN * D);
+};
+// The defaults: 32 rows per warp, 4 warps, and at head_dim 128 32-slot stages, which keep S and O
+// (192 fp32) in registers without spills and leave room for two CTAs per SM.
+using Cfg128 = Cfg<128, 2, 4, 32, 3, 2>;
+using Cfg64 = Cfg<64, 2, 4, 64, 3, 2>;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct PrefillArgs {
@@ -27,21 +31,19 @@ struct PrefillArgs {
   float scale_log2;
 };
 
-template <int D> constexpr size_t prefill_smem_bytes() {
-  return sizeof(uint16_t) * (size_t(kBM) * D + size_t(kStages) * 2 * kBN<D> * D);
-}
-
 // grid = (query blocks, heads); block = 4 warps of 32 query rows each. Query
 // blocks run last-first, so the longest (most keys) start first and the short
 // ones fill the tail; the blocks in flight walk the same K/V head in step, so
 // its tiles come from L2.
-template <class T, int D>
-__global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillArgs a) {
+template <class T, class C>
+__global__ void __launch_bounds__(C::THREADS, C::MINB) attention_prefill_kernel(PrefillArgs a) {
   using namespace mma;
+  constexpr int D = C::D, kMT = C::MT, kRW = C::RW, kBM = C::BM, kBN = C::BN, kThreads = C::THREADS;
+  constexpr int kStages = C::STAGES;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + kBM * D;                 // [kStages][kBN<D> * D]
-  T* v_s = k_s + kStages * kBN<D> * D;       // [kStages][kBN<D> * D]
+  T* k_s = q_s + kBM * D;                 // [kStages][kBN * D]
+  T* v_s = k_s + kStages * kBN * D;       // [kStages][kBN * D]
 
   const int qb = int(gridDim.x) - 1 - int(blockIdx.x);
   const int h = blockIdx.y, kvh = h / a.G;
@@ -51,7 +53,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
   const int rows_valid = min(kBM, a.n - q0);
   // Slots this block can see: [0, hi).
   const int64_t hi = off + q0 + rows_valid;
-  const int ntiles = int((hi + kBN<D> - 1) / kBN<D>);
+  const int ntiles = int((hi + kBN - 1) / kBN);
 
   const T* Q = static_cast<const T*>(a.q) + (int64_t(q0) * a.H + h) * D;
   const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
@@ -60,11 +62,11 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
   load_tile_async<D, kBM, kThreads>(q_s, Q, int64_t(a.H) * D, rows_valid, tid);
   auto load_kv = [&](int tile) {
     const int stage = tile % kStages;
-    const int64_t j0 = int64_t(tile) * kBN<D>;
+    const int64_t j0 = int64_t(tile) * kBN;
     const int64_t left = hi - j0;
-    const int valid = left < kBN<D> ? int(left) : kBN<D>;
-    load_tile_async<D, kBN<D>, kThreads>(k_s + stage * kBN<D> * D, K + j0 * a.token_stride, a.token_stride, valid, tid);
-    load_tile_async<D, kBN<D>, kThreads>(v_s + stage * kBN<D> * D, V + j0 * a.token_stride, a.token_stride, valid, tid);
+    const int valid = left < kBN ? int(left) : kBN;
+    load_tile_async<D, kBN, kThreads>(k_s + stage * kBN * D, K + j0 * a.token_stride, a.token_stride, valid, tid);
+    load_tile_async<D, kBN, kThreads>(v_s + stage * kBN * D, V + j0 * a.token_stride, a.token_stride, valid, tid);
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -93,15 +95,15 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
     __syncthreads();
 
     const int stage = tile % kStages;
-    const T* kt = k_s + stage * kBN<D> * D;
-    const T* vt = v_s + stage * kBN<D> * D;
-    const int64_t j0 = int64_t(tile) * kBN<D>;
+    const T* kt = k_s + stage * kBN * D;
+    const T* vt = v_s + stage * kBN * D;
+    const int64_t j0 = int64_t(tile) * kBN;
     if (j0 <= diag + kRW - 1) {  // else every slot of this tile is after every row of this warp
-      float s[kMT][kBN<D> / 8][4];
+      float s[kMT][kBN / 8][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int i = 0; i < kBN<D> / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+        for (int i = 0; i < kBN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
       // S = Q K^T: per k-step, the A fragments of both m-tiles from shared memory, each K fragment used twice.
       const auto* qbase = reinterpret_cast<const uint16_t*>(q_s);
       const auto* kbase = reinterpret_cast<const uint16_t*>(kt);
@@ -112,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
         for (int mt = 0; mt < kMT; ++mt)
           ldmatrix_x4(af[mt], qbase + swz<D>(wrow + 16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
 #pragma unroll
-        for (int nt = 0; nt < kBN<D> / 8; nt += 2) {
+        for (int nt = 0; nt < kBN / 8; nt += 2) {
           uint32_t b[4];
           ldmatrix_x4(b, kbase + swz<D>(nt * 8 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
@@ -123,14 +125,14 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
         }
       }
 
-      const bool masked = j0 + kBN<D> - 1 > diag;
+      const bool masked = j0 + kBN - 1 > diag;
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-        for (int nt = 0; nt < kBN<D> / 8; ++nt)
+        for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            float x = s[mt][nt][e] * a.scale_log2;
+            float x = s[mt][nt][e];
             if (masked) {
               const int64_t slot = j0 + nt * 8 + 2 * t4 + (e & 1);
               if (slot > diag + 16 * mt + g + 8 * (e >> 1)) x = -INFINITY;
@@ -141,16 +143,17 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
         for (int r = 0; r < 2; ++r) {
           float mx = m[mt][r];
 #pragma unroll
-          for (int nt = 0; nt < kBN<D> / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+          for (int nt = 0; nt < kBN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
-          const float alpha = fast_exp2(m[mt][r] - mu);
+          // Raw scores and maxima; the scale folds into one FFMA per exponent.
+          const float mu = mx == -INFINITY ? 0.0f : mx * a.scale_log2;  // a row that sees nothing stays at zero
+          const float alpha = fast_exp2(fmaf(m[mt][r], a.scale_log2, -mu));
           float sum = 0.0f;
 #pragma unroll
-          for (int nt = 0; nt < kBN<D> / 8; ++nt) {
-            s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - mu);
-            s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - mu);
+          for (int nt = 0; nt < kBN / 8; ++nt) {
+            s[mt][nt][2 * r] = fast_exp2(fmaf(s[mt][nt][2 * r], a.scale_log2, -mu));
+            s[mt][nt][2 * r + 1] = fast_exp2(fmaf(s[mt][nt][2 * r + 1], a.scale_log2, -mu));
             sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
           }
           l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the end
@@ -162,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
       // O += P V: each V fragment (ldmatrix.trans) serves both m-tiles.
       const auto* vbase = reinterpret_cast<const uint16_t*>(vt);
 #pragma unroll
-      for (int ks = 0; ks < kBN<D> / 16; ++ks) {
+      for (int ks = 0; ks < kBN / 16; ++ks) {
         uint32_t pa[kMT][4];
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
@@ -205,13 +208,35 @@ __global__ void __launch_bounds__(kThreads, 2) attention_prefill_kernel(PrefillA
     }
 }
 
-template <class T, int D>
-void launch(const PrefillArgs& a, int64_t qblocks, int64_t heads, cudaStream_t stream) {
-  constexpr size_t smem = prefill_smem_bytes<D>();
-  auto* kern = attention_prefill_kernel<T, D>;
-  CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<dim3(unsigned(qblocks), unsigned(heads)), kThreads, smem, stream>>>(a);
+template <class T, class C>
+void launch(const PrefillArgs& a, int64_t n, int64_t heads, cudaStream_t stream) {
+  auto* kern = attention_prefill_kernel<T, C>;
+  // Raise the shared-memory limit once per device and instantiation, so the launch itself stays cheap.
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(attr_set.load(std::memory_order_acquire) & bit)) {
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::smem_bytes)));
+    attr_set.fetch_or(bit, std::memory_order_release);
+  }
+  const int64_t qblocks = (n + C::BM - 1) / C::BM;
+  kern<<<dim3(unsigned(qblocks), unsigned(heads)), C::THREADS, C::smem_bytes, stream>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+
+// Tuning variants (bench only); 0 is the default of each head_dim.
+template <class T>
+void launch_config(const PrefillArgs& a, int64_t n, int64_t heads, int64_t D, int config, cudaStream_t stream) {
+  if (D == 64) return launch<T, Cfg64>(a, n, heads, stream);
+  switch (config) {
+    case 1: return launch<T, Cfg<128, 2, 4, 64, 2, 1>>(a, n, heads, stream);
+    case 2: return launch<T, Cfg<128, 2, 8, 32, 3, 1>>(a, n, heads, stream);
+    case 3: return launch<T, Cfg<128, 2, 4, 32, 4, 2>>(a, n, heads, stream);
+    case 4: return launch<T, Cfg<128, 2, 4, 32, 2, 2>>(a, n, heads, stream);
+    case 5: return launch<T, Cfg<128, 1, 8, 64, 3, 1>>(a, n, heads, stream);
+    default: return launch<T, Cfg128>(a, n, heads, stream);
+  }
 }
 
 }  // namespace
@@ -223,7 +248,7 @@ double attention_prefill_flops(const AttentionPrefillParams& p) {
   return 4.0 * pairs * double(p.head_dim) * double(p.num_heads);
 }
 
-void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
+void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaStream_t stream) {
   TF_CHECK(p.head_dim == 64 || p.head_dim == 128,
            "cuda::attention_prefill: head_dim " << p.head_dim << " (need 64 or 128)");
   TF_CHECK(p.num_heads > 0 && p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0,
@@ -254,13 +279,11 @@ void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
   a.token_stride = ts;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
-  const int64_t qblocks = (p.n + kBM - 1) / kBM;
-  TF_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64)
-      launch<T, 64>(a, qblocks, p.num_heads, stream);
-    else
-      launch<T, 128>(a, qblocks, p.num_heads, stream);
-  });
+  TF_DISPATCH_HALF(p.dtype, T, launch_config<T>(a, p.n, p.num_heads, p.head_dim, config, stream));
+}
+
+void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream) {
+  attention_prefill_config(p, 0, stream);
 }
 
 }  // namespace tf::cuda

@@ -38,5 +38,8 @@ struct AttentionPrefillParams {
 double attention_prefill_flops(const AttentionPrefillParams& p);
 // Validates p (tf::Error on a bad shape), then launches the kernel on stream.
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream = nullptr);
+// The same with tile configuration `config` (0: the default; 1..5: head_dim-128 variants that the
+// benchmark compares; an unknown number runs the default).
+void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

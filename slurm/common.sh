@@ -97,9 +97,10 @@ tf_finish_common() {
     [[ -f $tf_config ]] || tf_die "--config: no such file '$tf_config'"
     tf_config=$(cd "$(dirname "$tf_config")" && pwd)/$(basename "$tf_config")
   fi
-  if [[ -n $tf_model ]]; then
-    [[ -e $tf_model ]] || tf_die "--model: no such file or folder '$tf_model'"
+  if [[ -e $tf_model ]]; then
     tf_model=$(cd "$(dirname "$tf_model")" && pwd)/$(basename "$tf_model")
+  elif [[ -n $tf_model && $tf_model != *:* ]]; then  # KIND:NAME specs (synthetic:...) pass as they are
+    tf_die "--model: no such file or folder '$tf_model'"
   fi
   mkdir -p "$tf_logs"
   tf_logs=$(cd "$tf_logs" && pwd)

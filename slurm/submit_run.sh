@@ -11,7 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 help() {
   cat <<EOF
 usage: $(basename "$0") [options] [-- more triforce generate arguments]
-Runs: triforce generate [--config CONFIG] [--target MODEL] --device cuda|cpu ARGS
+Runs: triforce generate --device cuda|cpu --tp NTASKS [--config CONFIG] [--target MODEL] ARGS
   --config: none by default (e.g. configs/demo.ini); --device is cuda when --gpus > 0, else cpu;
   --job-name defaults to triforce-run.
 EOF
@@ -33,7 +33,9 @@ tf_sbatch_common
 tf_sbatch_resources
 tf_sbatch+=(--job-name="${tf_job_name:-triforce-run}" --output="$tf_logs/%x_%j.out")
 
-args=(generate --device "$(tf_device)")
+# --tp: triforce checks that the MPI world has exactly these ranks (a launch
+# that fails to wire them up errors instead of running N separate copies).
+args=(generate --device "$(tf_device)" --tp "$tf_ntasks")
 [[ -z $tf_config ]] || args+=(--config "$tf_config")
 [[ -z $tf_model ]] || args+=(--target "$tf_model")
 args+=("${tf_passthrough[@]}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Submits a sweep as a job array plus its merge:
-#   array task i (0..N-1): triforce sweep --config CONFIG --shard i/N --out OUTDIR/shard_i.h5
+#   array task i (0..N-1): triforce sweep --config CONFIG --device D --tp NTASKS --shard i/N --out OUTDIR/shard_i.h5
 #   then, after every task succeeded: triforce merge OUTDIR/merged.h5 OUTDIR/shard_*.h5
 #   slurm/submit_sweep.sh --config configs/sweeps/demo.ini --shards 8 --out results/run1 --gpus 1
 # Prints two lines: "array <id>" and "merge <id>". Logs: LOGS/%x_%A_%a.out (array),
@@ -14,6 +14,7 @@ shards=""
 outdir=""
 merge_time="00:10:00"
 throttle=""
+only=""
 
 help() {
   cat <<EOF
@@ -21,10 +22,13 @@ usage: $(basename "$0") --config FILE --shards N --out DIR [options] [-- more tr
   --shards N            number of array tasks, one shard of the grid each (required)
   --out DIR             output folder: shard_<i>.h5 and merged.h5 (required)
   --throttle K          at most K array tasks at once (--array=0-N-1%K) [no limit]
+  --only I,J,...        run only these shards (e.g. to rerun failed ones); the merge still
+                        takes all N shard files [all]
   --merge-time T        wall-time limit of the merge job [00:10:00]
   --config is required; --model, if given, is passed to the sweep as --target;
+  --device is cuda when --gpus > 0, else cpu; --tp is --ntasks (checked against the MPI world);
   --job-name defaults to triforce-sweep (the merge job: <name>-merge).
-  Each array task gets --gpus GPUs and --ntasks ranks (a tensor-parallel shard when > 1).
+  Each array task gets --gpus GPUs (1 or 0: triforce sweep runs one process per shard).
 EOF
   tf_common_help
 }
@@ -40,6 +44,8 @@ while [[ $# -gt 0 ]]; do
     --throttle) throttle=${2-}; shift 2; continue ;;
     --throttle=*) throttle=${1#*=}; shift; continue ;;
     --merge-time) merge_time=${2-}; shift 2; continue ;;
+    --only) only=${2-}; shift 2; continue ;;
+    --only=*) only=${1#*=}; shift; continue ;;
     --merge-time=*) merge_time=${1#*=}; shift; continue ;;
   esac
   tf_parse_common "$@"
@@ -50,12 +56,19 @@ done
 [[ $shards =~ ^[1-9][0-9]*$ ]] || tf_die "--shards: expected a positive whole number, got '$shards'"
 [[ -n $outdir ]] || tf_die "--out DIR is required"
 [[ -z $throttle || $throttle =~ ^[1-9][0-9]*$ ]] || tf_die "--throttle: expected a positive whole number, got '$throttle'"
+if [[ -n $only ]]; then
+  [[ $only =~ ^[0-9]+(,[0-9]+)*$ ]] || tf_die "--only: expected shard numbers like 3,5, got '$only'"
+  for i in ${only//,/ }; do ((i < shards)) || tf_die "--only: shard $i is not below --shards $shards"; done
+fi
 tf_finish_common
+# triforce sweep runs one process per shard for now (it refuses more ranks);
+# say so before the array waits in the queue.
+((tf_ntasks == 1)) || tf_die "--ntasks $tf_ntasks: triforce sweep runs one process per shard (tensor-parallel sweeps are not wired yet); use --gpus 1 or 0"
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 name=${tf_job_name:-triforce-sweep}
 
-sweep_args=(--config "$tf_config")
+sweep_args=(--config "$tf_config" --device "$(tf_device)")
 [[ -z $tf_model ]] || sweep_args+=(--target "$tf_model")
 sweep_args+=("${tf_passthrough[@]}")
 
@@ -63,6 +76,7 @@ tf_sbatch_common
 tf_sbatch_resources
 array=0
 ((shards == 1)) || array="0-$((shards - 1))"
+[[ -z $only ]] || array=$only
 [[ -z $throttle ]] || array+="%$throttle"
 array_job=$(sbatch "${tf_sbatch[@]}" --job-name="$name" --array="$array" \
   --output="$tf_logs/%x_%A_%a.out" "$TF_SLURM_DIR/sweep.sbatch" "$shards" "$outdir" "${sweep_args[@]}")

@@ -16,6 +16,7 @@
 #include "cli/session.h"
 #include "core/check.h"
 #include "dist/launch.h"
+#include "dist/tensor_parallel.h"
 #include "model/checkpoint.h"
 #include "sweep/grid.h"
 #include "sweep/lock.h"
@@ -185,7 +186,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "dry-run", po::bool_switch(), "print the grid, the memory plan and a time estimate; run nothing")(
       "quiet", po::bool_switch(), "no progress lines")(
       "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
-      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 10, cuda 3000)");
+      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                  "INI file with any of these keys; the command line wins");
   po::variables_map vm;
@@ -214,8 +215,9 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const sweep::Shard shard = sweep::Shard::parse(vm["shard"].as<std::string>());
   const bool dry = vm["dry-run"].as<bool>();
   const bool quiet = vm["quiet"].as<bool>();
-  TF_CHECK(dist::world().size == 1,
-           "sweep: " << dist::world().size << " ranks; tensor-parallel sweeps are not wired yet, run one process per shard");
+  // Tensor parallelism: every rank runs the same points in the same order on
+  // its shard (identical logits, identical paths); only rank 0 locks and writes.
+  const bool writer_rank = dist::writes_outputs();
 
   sweep::GridSpec g;
   g.methods = list_or_empty(vm, "method");
@@ -272,7 +274,16 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 0;
   }
 
-  sweep::FileLock lock(out);
+  std::unique_ptr<sweep::FileLock> lock;
+  if (writer_rank) lock = std::make_unique<sweep::FileLock>(out);
+  // Every prompt must cover its context lengths before anything is written.
+  std::unique_ptr<Tokenizer> tok;
+  if (prompts.needs_tokenizer()) tok = load_tokenizer(path);
+  std::set<std::pair<int64_t, int64_t>> cuts;
+  for (const auto& p : mine)
+    if (cuts.insert({p.prompt, p.context}).second) prompts.cut(p.prompt, p.context, tok.get());
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false);
+
   sweep::FileHeader header;
   header.config = resolved_config(desc, vm);
   header.root = sweep::provenance(device, dist::world().size);
@@ -284,15 +295,14 @@ int cmd_sweep(const std::vector<std::string>& args) {
   std::string cmd = "triforce sweep";
   for (const auto& a : args) cmd += " " + a;
   header.root.emplace_back("command", cmd);
-  sweep::ResultsWriter writer(out, header);
+  sweep::ResultsWriter writer(out, header, writer_rank);
 
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompts.needs_tokenizer());
   sweep::RunnerOptions ro;
   if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
   ro.shard = shard.index;
-  ro.progress = !quiet;
-  const sweep::SweepStats st = sweep::run_points(*s.model, s.tokenizer.get(), prompts, mine, writer, ro);
-  if (!quiet)
+  ro.progress = !quiet && writer_rank;
+  const sweep::SweepStats st = sweep::run_points(*s.model, tok.get(), prompts, mine, writer, ro);
+  if (!quiet && writer_rank)
     std::fprintf(stderr,
                  "sweep %s: %lld runs written, %lld already done, %lld prefills, %.1f s; appends took %.1f ms in all "
                  "(%.2f ms each)\n",

@@ -22,11 +22,6 @@ TpState& state() {
   static TpState s;
   return s;
 }
-StepChannel& channel() {
-  TpState& s = state();
-  if (!s.channel) s.channel = std::make_unique<StepChannel>(MPI_COMM_WORLD);
-  return *s.channel;
-}
 }  // namespace
 
 bool tp_active() { return world().size > 1; }
@@ -58,11 +53,25 @@ ShardSpec tp_shard(const ModelConfig& cfg, const std::string& path) {
   return s;
 }
 
+namespace {
+// Both communicators are duplicated at once, at the first model load: MPI_Comm_dup
+// is collective, and this is a point every rank reaches in the same order.
+void make_communicators() {
+  TpState& s = state();
+  if (s.comm) return;
+  s.comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  s.channel = std::make_unique<StepChannel>(MPI_COMM_WORLD);
+}
+StepChannel& channel() {
+  make_communicators();
+  return *state().channel;
+}
+}  // namespace
+
 Communicator* tp_communicator() {
   if (!tp_active()) return nullptr;
-  TpState& s = state();
-  if (!s.comm) s.comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
-  return s.comm.get();
+  make_communicators();
+  return state().comm.get();
 }
 
 std::unique_ptr<LlamaModel> load_model_shard(const Checkpoint& ck, int64_t max_chunk) {

@@ -74,9 +74,11 @@ void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 Handle create_file(const std::string& path) {
   quiet();
-  // Format bounds >= 1.8: compact/dense attribute storage without the 64 KiB header limit.
+  // Earliest format bound: attributes stay compact. With >= 1.8 a run group's ~80 attributes go
+  // dense, and H5Ocopy (triforce merge) of dense variable-length string attributes segfaults in
+  // HDF5 1.10.8 (Debian 12; h5copy crashes the same way). Attributes here are small scalars.
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-  H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
   Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
   TF_CHECK(f.valid(), path << ": cannot create the HDF5 file");
   return f;

@@ -23,7 +23,9 @@ MemoryPlan memory_plan(const ModelConfig& t, const Point& p, const Throughput& t
   const double kv = kv_per_token(t, t.num_layers, e);
   const int64_t g1 = std::max<int64_t>(p.gamma1, 4), g2 = std::max<int64_t>(p.gamma2, 6);
   const int64_t room = g1 + g2 + 8;
-  const int64_t B = p.budget > 0 ? p.budget : 4096;
+  // run_method's default budget: a quarter of the prompt in whole chunks, at most 4096.
+  const int64_t C = p.chunk > 0 ? p.chunk : 8;
+  const int64_t B = p.budget > 0 ? p.budget : C * std::clamp<int64_t>((p.context - 1) / (4 * C), 1, 4096 / C);
   m.weights = double(t.param_count()) * e;
   m.full_kv = kv * double(p.context + p.max_new + room);
   m.snapshot = kv * double(p.context);

@@ -21,7 +21,7 @@ struct MemoryPlan {
 
 struct Throughput {
   double flops = 2e10;        // sustained prefill FLOP/s
-  double bytes_per_s = 1e10;  // sustained memory bandwidth while decoding
+  double bytes_per_s = 5e9;  // sustained memory bandwidth while decoding
   double elem_bytes = 4;      // f32 on CPU, 2 on GPU
 };
 

@@ -193,10 +193,11 @@ void add_run(hid_t file, const RunRecord& r) {
   add_summary_row(file, g);
 }
 
-ResultsWriter::ResultsWriter(std::string path, const FileHeader& header) : path_(std::move(path)) {
+ResultsWriter::ResultsWriter(std::string path, const FileHeader& header, bool write)
+    : path_(std::move(path)), write_(write) {
   const std::string tmp = path_ + ".tmp";
   std::error_code ec;
-  fs::remove(tmp, ec);  // a leftover of a killed append (the caller holds the lock)
+  if (write_) fs::remove(tmp, ec);  // a leftover of a killed append (the caller holds the lock)
   if (fs::exists(path_)) {
     h5::Handle f = h5::open_file(path_, false);
     check_schema(f, path_);
@@ -206,6 +207,7 @@ ResultsWriter::ResultsWriter(std::string path, const FileHeader& header) : path_
     for (auto& c : read_completed(f, path_)) done_.emplace(c.key, std::move(c));
     return;
   }
+  if (!write_) return;
   if (fs::path(path_).has_parent_path()) fs::create_directories(fs::path(path_).parent_path());
   {
     h5::Handle f = h5::create_file(tmp);
@@ -221,14 +223,16 @@ void ResultsWriter::append(const RunRecord& r) {
   TF_CHECK(key && std::holds_alternative<std::string>(*key), "sweep: run " << r.index << " has no key");
   const std::string& k = std::get<std::string>(*key);
   TF_CHECK(!done_.count(k), path_ << ": run " << k << " is already in the file");
-  const std::string tmp = path_ + ".tmp";
-  fs::copy_file(path_, tmp, fs::copy_options::overwrite_existing);
-  {
-    h5::Handle f = h5::open_file(tmp, true);
-    add_run(f, r);
+  if (write_) {
+    const std::string tmp = path_ + ".tmp";
+    fs::copy_file(path_, tmp, fs::copy_options::overwrite_existing);
+    {
+      h5::Handle f = h5::open_file(tmp, true);
+      add_run(f, r);
+    }
+    h5::fsync_path(tmp);
+    fs::rename(tmp, path_);
   }
-  h5::fsync_path(tmp);
-  fs::rename(tmp, path_);
   CompletedRun c;
   c.index = r.index;
   c.key = k;

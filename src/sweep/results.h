@@ -76,7 +76,9 @@ class ResultsWriter {
  public:
   // Missing path: created with no runs (atomically). Existing: schema and
   // /config must match the header (a resume), else a one-line error.
-  ResultsWriter(std::string path, const FileHeader& header);
+  // write = false (a tensor-parallel worker): reads what exists, never writes;
+  // append() only records the run as completed.
+  ResultsWriter(std::string path, const FileHeader& header, bool write = true);
   const std::map<std::string, CompletedRun>& completed() const { return done_; }
   // Writes the run atomically (see above) and records it as completed.
   void append(const RunRecord& r);
@@ -85,6 +87,7 @@ class ResultsWriter {
 
  private:
   std::string path_;
+  bool write_ = true;
   std::map<std::string, CompletedRun> done_;
   double last_ms_ = 0;
 };

@@ -110,10 +110,12 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   std::string gs;
   for (auto g : o.resolved.gammas) gs += (gs.empty() ? "" : ",") + std::to_string(g);
   S("resolved_gammas", gs);
-  I("resolved_budget", o.resolved.budget);
-  I("resolved_chunk", o.resolved.chunk);
-  I("resolved_sink", o.resolved.sink);
-  I("resolved_window", o.resolved.window);
+  // -1 where the method has no such parameter (run_method resolves them all).
+  const MethodParams mp = method_params(p.method);
+  I("resolved_budget", mp.budget ? o.resolved.budget : -1);
+  I("resolved_chunk", mp.chunk ? o.resolved.chunk : -1);
+  I("resolved_sink", mp.streaming ? o.resolved.sink : -1);
+  I("resolved_window", mp.streaming ? o.resolved.window : -1);
 
   const int64_t n = int64_t(o.tokens.size());
   const double nd = double(std::max<int64_t>(1, n));

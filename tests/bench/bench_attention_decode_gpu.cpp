@@ -3,7 +3,8 @@
 // fraction of the measured 4.22 TB/s H200 HBM read peak. Shapes: Llama-2-7B
 // (32 heads, MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, bf16; n = 1
 // (decode), 7 (verify) and 32 query tokens. Short contexts rotate through
-// several K/V copies so that the reads come from HBM rather than L2.
+// several K/V copies so that the reads come from HBM rather than L2. Args:
+// length, kv heads, query tokens, splits (0 = automatic).
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -26,7 +27,7 @@ void BM_AttentionDecode(benchmark::State& state) {
     state.SkipWithError("no CUDA device");
     return;
   }
-  const int64_t len = state.range(0), kv_heads = state.range(1), n = state.range(2);
+  const int64_t len = state.range(0), kv_heads = state.range(1), n = state.range(2), splits = state.range(3);
   const int64_t heads = 32, hd = 128;
   const size_t kv_bytes = size_t(kv_heads * len * hd * 2);
   // Enough K/V copies to cycle through 256 MB, so short contexts are timed from HBM, not from the 50 MB L2.
@@ -59,6 +60,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   p.head_dim = hd;
   p.capacity = len;
   p.dtype = tf::DType::BF16;
+  p.num_splits = int(splits);  // 0: the kernel's own choice
   tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
   p.workspace = ws.as<float>();
 
@@ -67,18 +69,22 @@ void BM_AttentionDecode(benchmark::State& state) {
   cudaEventCreate(&e1);
   for (int i = 0; i < 5; ++i) tf::cuda::attention_decode(p);  // warm-up
   cudaDeviceSynchronize();
+  // Each timed iteration is kBatch calls back to back (as in a decode step or a graph replay, where the
+  // next launch is queued before this one ends), reported per call.
+  constexpr int kBatch = 10;
   size_t it = 0;
   for (auto _ : state) {
-    ++it;
-    p.k_cache = ks[it % copies].get();
-    p.v_cache = vs[it % copies].get();
     cudaEventRecord(e0);
-    tf::cuda::attention_decode(p);
+    for (int b = 0; b < kBatch; ++b, ++it) {
+      p.k_cache = ks[it % copies].get();
+      p.v_cache = vs[it % copies].get();
+      tf::cuda::attention_decode(p);
+    }
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float ms = 0;
     cudaEventElapsedTime(&ms, e0, e1);
-    state.SetIterationTime(double(ms) / 1e3);
+    state.SetIterationTime(double(ms) / 1e3 / kBatch);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
@@ -93,7 +99,12 @@ void BM_AttentionDecode(benchmark::State& state) {
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t kvh : {32, 8})
     for (int64_t len : {4096, 8192, 32768, 65536, 131072, 262144})
-      for (int64_t n : {1, 7, 32}) b->Args({len, kvh, n});
+      for (int64_t n : {1, 7, 32}) b->Args({len, kvh, n, 0});
+  // Forced split counts against the automatic choice (one wave of two CTAs per SM, or more).
+  for (int64_t splits : {8, 33, 66}) b->Args({32768, 32, 1, splits});
+  for (int64_t splits : {33, 132, 264}) b->Args({32768, 8, 1, splits});
+  for (int64_t splits : {33, 132, 264}) b->Args({131072, 8, 1, splits});
+  for (int64_t splits : {33, 132}) b->Args({131072, 8, 7, splits});
 }
 BENCHMARK(BM_AttentionDecode)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

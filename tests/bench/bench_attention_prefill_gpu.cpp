@@ -3,7 +3,8 @@
 // (queries = all n slots of the KV), in ms and TFLOPS of matrix work (the
 // causal QK^T and PV products, attention_prefill_flops), and as a fraction of
 // the H200's dense fp16/bf16 peak of 989 TFLOPS. Shapes: Llama-2-7B (32 heads,
-// MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, f16 and bf16.
+// MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, f16 and bf16. Args: length,
+// kv heads, bf16?, tile configuration (attention_prefill_config; 0 = default).
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -43,6 +44,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
   }
   const int64_t n = state.range(0), kv_heads = state.range(1);
   const auto dt = state.range(2) ? tf::DType::BF16 : tf::DType::F16;
+  const int config = int(state.range(3));
   const int64_t heads = 32, hd = 128;
   const size_t kv_bytes = size_t(kv_heads * n * hd * 2), q_bytes = size_t(n * heads * hd * 2);
   tf::cuda::DeviceBuffer k(kv_bytes), v(kv_bytes), q(q_bytes), out(q_bytes);
@@ -64,11 +66,11 @@ void BM_AttentionPrefill(benchmark::State& state) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  for (int i = 0; i < 2; ++i) tf::cuda::attention_prefill(p);  // warm-up
+  for (int i = 0; i < 2; ++i) tf::cuda::attention_prefill_config(p, config);  // warm-up
   cudaDeviceSynchronize();
   for (auto _ : state) {
     cudaEventRecord(e0);
-    tf::cuda::attention_prefill(p);
+    tf::cuda::attention_prefill_config(p, config);
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float ms = 0;
@@ -85,8 +87,9 @@ void BM_AttentionPrefill(benchmark::State& state) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t bf16 : {0, 1})
-    for (int64_t len : {8192, 32768, 131072}) b->Args({len, 32, bf16});
-  b->Args({131072, 8, 1});
+    for (int64_t len : {8192, 32768, 131072}) b->Args({len, 32, bf16, 0});
+  b->Args({131072, 8, 1, 0});
+  for (int64_t config = 1; config <= 5; ++config) b->Args({32768, 32, 0, config});  // tile variants
 }
 BENCHMARK(BM_AttentionPrefill)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMillisecond);
 

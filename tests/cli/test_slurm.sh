@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The slurm/ scripts against a real SLURM: a throwaway munged + slurmctld +
 # slurmd on this machine (tests/slurm/slurm_cluster.sh), CPU only.
-#  1. slurm/submit_run.sh with 2 ranks (srun --mpi=pmix): rank 0's greedy tokens
+#  1. slurm/submit_run.sh with 2 ranks (srun --mpi=pmix, tensor parallel, --tp 2
+#     checked against the MPI world): rank 0 alone prints, and its greedy tokens
 #     equal a single-process run's.
-#  2. slurm/submit_sweep.sh: the CI smoke sweep as a 2-task job array, then the
-#     dependent merge; the merged file holds every grid point exactly once.
+#  2. slurm/submit_sweep.sh: configs/sweeps/ci-smoke.ini as a 3-task job array
+#     (4 baseline units: uneven shards), then the dependent merge; the merged file
+#     holds every grid point exactly once, with the tokens of the same sweep run
+#     here as one process, and each shard's SLURM array ids.
 #  3. slurm/submit_run.sh --gpus 2 on a node with 2 placeholder GPUs (gres): a
 #     probe in place of triforce checks ranks, local ids and CUDA_VISIBLE_DEVICES.
 # Skips (77) when slurm-wlm/munge are not installed or we are not root (slurmd
@@ -45,13 +48,15 @@ trap 'exit 130' INT TERM
 
 bash "$repo/tests/slurm/slurm_cluster.sh" start "$cluster"
 export SLURM_CONF=$cluster/slurm.conf
-cd "$tmp"
+# From the repository root: ci-smoke.ini's paths are relative to it, and jobs
+# run in the directory they were submitted from.
+cd "$repo"
 submit=(--gpus 0 --triforce "$bin" --logs "$tmp/logs" --time 00:05:00 --wait)
 # Bound every submission (--wait polls squeue), so nothing lingers long after
 # a SIGKILL of this test.
 run_submit() { timeout 300 "$repo/slurm/$1" "${submit[@]}" "${@:2}"; }
 
-# 1. One run, 2 ranks, on a fixture whose 4 heads divide by 2.
+# 1. One run, 2 tensor-parallel ranks, on a fixture whose 4 KV heads divide by 2.
 model=$fixtures/hf/mha_f32
 gen=(--target "$model" --prompt-tokens "$model/prompt.npy" --max-new-tokens 12 --temperature 0 --ignore-eos --json)
 "$bin" generate "${gen[@]}" --device cpu | tail -n1 >"$tmp/single.json"
@@ -66,31 +71,19 @@ for line in open(sys.argv[2]):
     rank, _, rest = line.partition(": ")
     if rank.strip().isdigit() and rest.startswith("{"):
         by_rank.setdefault(int(rank), []).append(json.loads(rest))
-assert 0 in by_rank, f"no JSON result from rank 0 in {sys.argv[2]}"
+assert sorted(by_rank) == [0], f"ranks that printed a result: {sorted(by_rank)} (expected rank 0 alone)"
 assert len(by_rank[0]) == 1, f"rank 0 printed {len(by_rank[0])} results"
 got = by_rank[0][0]
 assert got["tokens"] == single["tokens"], f"2-rank tokens {got['tokens']} != single-process {single['tokens']}"
 assert got["n_generated"] == 12, got
-print(f"tp2 ok: rank 0 tokens equal the single process ({len(got['tokens'])} tokens); ranks with results: {sorted(by_rank)}")
+print(f"tp2 ok: 2 ranks, rank 0's {len(got['tokens'])} tokens equal the single process")
 PY
 
-# 2. The sweep as a job array (3 shards of a 4-unit grid: uneven), then the
-# merge; compared with the same sweep run here as one process.
-sweep_part() {
-cat >"$tmp/sweep.ini" <<INI
-target = $model
-prompt-tokens = $model/prompt.npy
-method = ar,triforce
-draft = layerskip:1
-context = 32,64,96,128
-max-new-tokens = 8
-budget = 16,32
-chunk-size = 4
-gamma2 = 2
-INI
-"$bin" sweep --config "$tmp/sweep.ini" --out "$tmp/local.h5" --quiet
+# 2. The CI smoke sweep as a job array, then the merge.
+config=$repo/configs/sweeps/ci-smoke.ini
+"$bin" sweep --config "$config" --out "$tmp/local.h5" --quiet
 shards=3
-ids=$(run_submit submit_sweep.sh --config "$tmp/sweep.ini" --shards $shards --out "$tmp/sweep" --job-name sw)
+ids=$(run_submit submit_sweep.sh --config "$config" --shards $shards --out "$tmp/sweep" --job-name sw)
 echo "$ids"
 array_job=$(awk '$1 == "array" {print $2}' <<<"$ids")
 for ((i = 0; i < shards; i++)); do
@@ -132,12 +125,6 @@ with h5py.File(f"{outdir}/merged.h5", "r") as f:
 print(f"sweep ok: {n} grid points, each once in the merged file of {shards} array tasks; "
       "tokens equal the single-process sweep")
 PY
-}
-if "$bin" sweep --help >/dev/null 2>&1; then
-  sweep_part
-else
-  echo "triforce sweep/merge not built yet: the array sweep part did not run"
-fi
 
 # 3. The GPU path of the scripts, on a node with placeholder GPUs as gres: the
 # probe stands in for triforce and prints what each rank was given.

@@ -39,6 +39,11 @@ for np in 1 2 4; do
   same "mha_f32 spec ngram:2, TP $np vs ar" "$tmp/ar.json" "$tmp/spec$np.json"
   "${mpi[@]}" -np "$np" "$bin" logits --model "$fx" --tokens-file "$fx/prompt.npy" --out "$tmp/l$np.npy" >/dev/null
 done
+# Sampling (T = 0.8): every rank holds the same all-gathered logits and draws the same Philox numbers,
+# so the job finishes in lockstep; the tokens equal one process's (the logits differ by ~1e-6).
+gen 0 "$tmp/t1.json" "${common[@]}" --method triforce --draft layerskip:1 --budget 64 --temperature 0.8 --seed 3
+gen 2 "$tmp/t2.json" "${common[@]}" --method triforce --draft layerskip:1 --budget 64 --temperature 0.8 --seed 3
+same "mha_f32 triforce T=0.8, TP 2 vs one process" "$tmp/t1.json" "$tmp/t2.json"
 # The draft and middle levels take the same path at every TP size, not only the output.
 python3 - "$tmp" <<'PY'
 import json, sys

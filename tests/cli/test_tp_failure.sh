@@ -14,7 +14,7 @@ fx="$fixtures/hf/mha_f32"
 "${mpi[@]}" -np 2 "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 200000 \
   --ignore-eos >/dev/null 2>"$tmp/err" &
 job=$!
-trap 'kill -9 $job 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill -9 $job 2>/dev/null || true; rm -rf "$tmp"' EXIT
 worker=""
 for _ in $(seq 100); do  # find rank 1 among mpirun's children by its environment
   for p in $(pgrep -P $job || true); do
@@ -43,4 +43,15 @@ timeout 60 "${mpi[@]}" -np 2 "$bin" generate --target "$fx" --prompt-file "$tmp/
 [[ $rc != 0 && $rc != 124 ]] || { echo "FAIL: exit code $rc for a missing prompt file"; cat "$tmp/err2"; exit 1; }
 grep -q "triforce: error (rank 0): --prompt-file .*missing.txt: cannot open file" "$tmp/err2" || {
   cat "$tmp/err2"; exit 1; }
-echo "missing prompt file under TP 2: exit $rc, $(grep -m1 'rank 0' "$tmp/err2")"
+echo "missing prompt file under TP 2: exit $rc, $(grep -m1 "triforce: error (rank 0)" "$tmp/err2")"
+
+# (3) An error on a worker alone (MPMD launch: rank 1 gets a checkpoint that does not exist) while
+# rank 0 waits in the first collective: the worker's line is printed and the job ends.
+rc=0
+t0=$(date +%s)
+timeout 60 "${mpi[@]}" -np 1 "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 : \
+  -np 1 "$bin" generate --target "$tmp/no_such_model" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 \
+  >/dev/null 2>"$tmp/err3" || rc=$?
+[[ $rc != 0 && $rc != 124 ]] || { echo "FAIL: exit code $rc for a worker-only error"; cat "$tmp/err3"; exit 1; }
+grep -q "triforce: error (rank 1): .*no_such_model" "$tmp/err3" || { cat "$tmp/err3"; exit 1; }
+echo "worker-only error: exit $rc after $(( $(date +%s) - t0 )) s, $(grep -m1 'triforce: error (rank 1)' "$tmp/err3")"
