@@ -77,6 +77,14 @@ std::vector<int64_t> ints_or_empty(const po::variables_map& vm, const std::strin
   return sweep::parse_int_list(k, s);
 }
 
+// The prompt covers the point's context and every id fits the target's vocabulary.
+void check_vocab(sweep::PromptSet& prompts, const sweep::Point& p, const Tokenizer* tok, int64_t vocab) {
+  for (int32_t id : prompts.cut(p.prompt, p.context, tok))
+    TF_CHECK(id >= 0 && id < vocab, "sweep: prompt " << prompts.names()[size_t(p.prompt)] << " (" << prompts.source(p.prompt)
+                                                     << ") holds token " << id << ", outside the target's vocabulary of "
+                                                     << vocab << " (--prompt-tokenizer)");
+}
+
 double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
 std::string fmt_s(double s) {
@@ -113,7 +121,7 @@ void print_dry_run(const std::vector<sweep::Point>& all, const std::vector<sweep
   std::set<std::pair<int64_t, int64_t>> groups;
   for (const auto& p : mine) {
     // Validates that the prompt covers the context (tokenizing text prompts).
-    prompts.cut(p.prompt, p.context, tok);
+    check_vocab(prompts, p, tok, cfg.vocab_size);
     const ModelConfig* dc = draft_cfgs.count(p.draft) ? &draft_cfgs.at(p.draft) : nullptr;
     const sweep::MemoryPlan m = sweep::memory_plan(cfg, p, tp, dc);
     double est = sweep::estimate_decode_s(cfg, p, tp);
@@ -179,6 +187,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "prompt-tokens", po::value<std::string>(), "token arrays: FILE.npy or FILE.h5:/dataset (2-D: a prompt per row)")(
       "prompt-set", po::value<std::string>(),
       "documents of the prompt folder: default (all) or name prefixes, e.g. kjv,devils")(
+      "prompt-tokenizer", po::value<std::string>()->default_value(""),
+      "a checkpoint or .gguf whose tokenizer encodes text prompts (default: the target's; ids must fit its vocabulary)")(
       "prompt-dir", po::value<std::string>()->default_value(""),
       "the prompt folder (default $TRIFORCE_CACHE/prompts, filled by experiments/prompts/make_default_prompts.sh)")(
       "out", po::value<std::string>(), "the HDF5 results file (resumed when it exists)")(
@@ -258,11 +268,13 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const std::vector<sweep::Point> all = sweep::expand(g);
   const std::vector<sweep::Point> mine = sweep::select_shard(all, shard);
   const std::string path = vm.count("target") ? vm["target"].as<std::string>() : default_model_path();
+  const std::string tokenizer_path =
+      vm["prompt-tokenizer"].as<std::string>().empty() ? path : vm["prompt-tokenizer"].as<std::string>();
 
   if (dry) {
     Checkpoint ck = open_checkpoint(path);
     std::unique_ptr<Tokenizer> tok;
-    if (prompts.needs_tokenizer()) tok = load_tokenizer(path);
+    if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
     std::map<std::string, ModelConfig> draft_cfgs;
     for (const auto& d : g.drafts)
       if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = open_checkpoint(d).config;
@@ -278,10 +290,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
   if (writer_rank) lock = std::make_unique<sweep::FileLock>(out);
   // Every prompt must cover its context lengths before anything is written.
   std::unique_ptr<Tokenizer> tok;
-  if (prompts.needs_tokenizer()) tok = load_tokenizer(path);
+  if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
+  const int64_t vocab = open_checkpoint(path).config.vocab_size;
   std::set<std::pair<int64_t, int64_t>> cuts;
   for (const auto& p : mine)
-    if (cuts.insert({p.prompt, p.context}).second) prompts.cut(p.prompt, p.context, tok.get());
+    if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false);
 
   sweep::FileHeader header;

@@ -128,6 +128,10 @@ if [[ -f $model ]]; then
   "$bin" sweep --prompt-file "$tmp/gen.txt" --context 48 --max-new-tokens 6 --method spec --draft ngram:3 \
     --out "$tmp/text.h5" --quiet
   "$bin" merge --list --quiet "$tmp/text.h5" | grep -q "prompt=gen;context=48" || fail "text prompt run missing"
+  # Ids of another tokenizer that do not fit the target's vocabulary are refused before any file is written.
+  expect_error "outside the target's vocabulary of 256" "$bin" sweep --target "$fixtures/hf/gqa_f32" \
+    --prompt-file "$tmp/gen.txt" --prompt-tokenizer "$model" --context 48 --out "$tmp/vocab.h5"
+  [[ ! -e $tmp/vocab.h5 ]] || fail "a refused sweep wrote its file"
   echo "text prompts ok"
 fi
 

@@ -110,6 +110,13 @@ PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscr
 EOF
 }
 
+start_failed() {
+  echo "slurm_cluster: start failed; logs:" >&2
+  tail -n 20 "$dir"/log/*.log >&2 2>/dev/null
+  stop
+  exit 1
+}
+
 start() {
   need munged; need mungekey; need slurmctld; need slurmd; need sinfo; need python3
   [[ ! -e "$dir/slurm.conf" ]] || { echo "slurm_cluster: $dir already holds a cluster (stop it first)" >&2; exit 2; }
@@ -117,7 +124,7 @@ start() {
   chmod 700 "$dir" "$dir/munge"
   dir=$(cd "$dir" && pwd)
   # Any failure below leaves nothing running.
-  trap 'echo "slurm_cluster: start failed; logs:" >&2; tail -n 20 "$dir"/log/*.log >&2 2>/dev/null || true; stop' ERR
+  trap start_failed ERR
 
   mungekey --create --keyfile="$dir/munge/munge.key" --force
   chmod 600 "$dir/munge/munge.key"

@@ -95,6 +95,26 @@ TEST(VocabSlice, CoversTheVocabularyInBalancedSlices) {
     }
 }
 
+TEST(VocabSlice, ShardsHoldTheirLmHeadRowsAndATiedHeadIsAViewOfTheEmbedding) {
+  for (const char* fx : {"mha_f32", "tied_f32"}) {
+    Checkpoint ck = open_checkpoint(kFixtures + "/hf/" + fx);
+    const LlamaWeights whole = LlamaWeights::load(*ck.weights, ck.config);
+    const int64_t V = ck.config.vocab_size, H = ck.config.hidden_size;
+    for (int64_t r = 0; r < 4; ++r) {
+      const LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config, ShardSpec{r, 4});
+      const VocabSlice vs = vocab_slice(V, r, 4);
+      ASSERT_EQ(w.lm_head.shape, (std::vector<int64_t>{vs.size(), H})) << fx;
+      EXPECT_EQ(w.head_rows.begin, vs.begin);
+      for (int64_t i = 0; i < vs.size() * H; ++i)
+        ASSERT_EQ(w.lm_head.ptr<float>()[i], whole.lm_head.ptr<float>()[vs.begin * H + i]) << fx << " rank " << r;
+      if (ck.config.tie_word_embeddings) EXPECT_EQ(w.lm_head.ptr<float>(), w.embed.ptr<float>() + vs.begin * H);
+      ShardSpec rep{r, 4};
+      rep.vocab_parallel_head = false;
+      EXPECT_EQ(LlamaWeights::load(*ck.weights, ck.config, rep).lm_head.dim(0), V);
+    }
+  }
+}
+
 TEST(TensorParallel, RefusesASizeThatDoesNotDivideTheKvHeads) {
   ModelConfig c;
   c.num_heads = 6;
