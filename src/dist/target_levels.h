@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kv/retrieval_cache.h"
@@ -14,8 +15,6 @@
 #include "spec/drafter.h"
 
 namespace tf::dist {
-
-class StepDriver;
 
 class TargetLevel : public spec::Verifier {
  public:

@@ -1,6 +1,5 @@
 #include "dist/tensor_parallel.h"
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "core/check.h"
