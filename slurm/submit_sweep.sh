@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Submits a sweep as a job array plus its merge:
-#   array task i (0..N-1): triforce sweep --config CONFIG --device D --tp NTASKS --shard i/N --out OUTDIR/shard_i.h5
+#   array task i (0..N-1): triforce sweep --config CONFIG --device D --shard i/N --out OUTDIR/shard_i.h5
 #   then, after every task succeeded: triforce merge OUTDIR/merged.h5 OUTDIR/shard_*.h5
 #   slurm/submit_sweep.sh --config configs/sweeps/demo.ini --shards 8 --out results/run1 --gpus 1
 # Prints two lines: "array <id>" and "merge <id>". Logs: LOGS/%x_%A_%a.out (array),
@@ -26,9 +26,10 @@ usage: $(basename "$0") --config FILE --shards N --out DIR [options] [-- more tr
                         takes all N shard files [all]
   --merge-time T        wall-time limit of the merge job [00:10:00]
   --config is required; --model, if given, is passed to the sweep as --target;
-  --device is cuda when --gpus > 0, else cpu; --tp is --ntasks (checked against the MPI world);
+  --device is cuda when --gpus > 0, else cpu;
   --job-name defaults to triforce-sweep (the merge job: <name>-merge).
-  Each array task gets --gpus GPUs (1 or 0: triforce sweep runs one process per shard).
+  Each array task gets --gpus GPUs and --ntasks ranks (a tensor-parallel shard when > 1:
+  every rank runs the shard's points on its slice of the model, rank 0 writes the file).
 EOF
   tf_common_help
 }
@@ -61,9 +62,6 @@ if [[ -n $only ]]; then
   for i in ${only//,/ }; do ((i < shards)) || tf_die "--only: shard $i is not below --shards $shards"; done
 fi
 tf_finish_common
-# triforce sweep runs one process per shard for now (it refuses more ranks);
-# say so before the array waits in the queue.
-((tf_ntasks == 1)) || tf_die "--ntasks $tf_ntasks: triforce sweep runs one process per shard (tensor-parallel sweeps are not wired yet); use --gpus 1 or 0"
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
 name=${tf_job_name:-triforce-sweep}
