@@ -21,6 +21,7 @@ from collections import defaultdict
 
 import h5py
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -86,6 +87,8 @@ def draw(ax, data, xlabel, ylabel, logx=False):
     ax.set_ylabel(ylabel)
     if logx and data:
         ax.set_xscale("log", base=2)
+    elif data:
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     if data:
         ax.legend(fontsize=7)

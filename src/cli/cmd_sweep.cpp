@@ -53,9 +53,11 @@ std::string value_text(const boost::any& v) {
 
 // The resolved config: every option that shapes results, one `key = value`
 // line each in the order of --help (defaults included).
-std::string resolved_config(const po::options_description& desc, const po::variables_map& vm) {
+std::string resolved_config(const po::options_description& desc, const po::variables_map& vm,
+                            const std::string& target) {
   std::ostringstream os;
   os << "# triforce sweep, resolved options\n";
+  if (!vm.count("target")) os << "target = " << target << "\n";  // the embedded default model
   for (const auto& o : desc.options()) {
     const std::string& k = o->long_name();
     if (kNotInConfig.count(k) || !vm.count(k)) continue;
@@ -164,6 +166,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   po::options_description desc("sweep options (lists are comma-separated; ranges FIRST:LAST:STEP)");
   desc.add_options()("target", po::value<std::string>(), "HF checkpoint folder or .gguf (default: the embedded model)")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "CUDA storage dtype: f16 | bf16")(
       "name", po::value<std::string>()->default_value("sweep"), "a name for the sweep (root attribute)")(
       "method", po::value<std::string>()->default_value("triforce"),
       "methods: ar, spec, retrieval, streaming-hier, triforce, ngram-triforce (ar always runs as the baseline)")(
@@ -272,7 +275,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       vm["prompt-tokenizer"].as<std::string>().empty() ? path : vm["prompt-tokenizer"].as<std::string>();
 
   if (dry) {
-    Checkpoint ck = open_checkpoint(path);
+    const ModelConfig target_cfg = peek_config(path);  // checkpoints and synthetic:NAME
     std::unique_ptr<Tokenizer> tok;
     if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
     std::map<std::string, ModelConfig> draft_cfgs;
@@ -282,7 +285,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     if (device == "cuda") tp = {4e14, 3e12, 2};
     if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;
     if (vm.count("est-gbps")) tp.bytes_per_s = vm["est-gbps"].as<double>() * 1e9;
-    print_dry_run(all, mine, shard, ck.config, tp, prompts, tok.get(), out, device, draft_cfgs);
+    print_dry_run(all, mine, shard, target_cfg, tp, prompts, tok.get(), out, device, draft_cfgs);
     return 0;
   }
 
@@ -291,14 +294,15 @@ int cmd_sweep(const std::vector<std::string>& args) {
   // Every prompt must cover its context lengths before anything is written.
   std::unique_ptr<Tokenizer> tok;
   if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
-  const int64_t vocab = open_checkpoint(path).config.vocab_size;
+  const int64_t vocab = peek_config(path).vocab_size;
   std::set<std::pair<int64_t, int64_t>> cuts;
   for (const auto& p : mine)
     if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false);
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false,
+                           parse_device(device, vm["dtype"].as<std::string>()));
 
   sweep::FileHeader header;
-  header.config = resolved_config(desc, vm);
+  header.config = resolved_config(desc, vm, path);
   header.root = sweep::provenance(device, dist::world().size);
   header.root.emplace_back("name", vm["name"].as<std::string>());
   header.root.emplace_back("target", path);
