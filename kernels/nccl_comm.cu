@@ -74,8 +74,7 @@ void NcclCommunicator::allreduce_sum(Tensor& t) {
 }
 
 void NcclCommunicator::allgather_columns(const Tensor& local, Tensor& full, const std::vector<int64_t>& cols) {
-  check_device(local, "allgather_columns");
-  check_device(full, "allgather_columns");
+  // Host tensors are staged through the device (the CPU-side logits of the model's forward).
   const ncclDataType_t type = nccl_type(local.dtype, "allgather_columns");
   TF_CHECK(full.dtype == local.dtype, "allgather_columns: local is " << dtype_name(local.dtype) << ", full is "
                                                                       << dtype_name(full.dtype));
@@ -88,10 +87,7 @@ void NcclCommunicator::allgather_columns(const Tensor& local, Tensor& full, cons
   TF_CHECK(full.shape == (std::vector<int64_t>{rows, total}),
            "allgather_columns: output is " << dims(full.shape) << ", expected [" << rows << ", " << total << "]");
   const size_t elt = dtype_size(local.dtype);
-  if (size_ == 1) {
-    CUDA_CHECK(cudaMemcpyAsync(full.data, local.data, local.bytes(), cudaMemcpyDeviceToDevice, stream_));
-    return;
-  }
+  const bool local_dev = local.device == Device::CUDA, full_dev = full.device == Device::CUDA;
   std::vector<size_t> displ(static_cast<size_t>(size_));  // element offset of rank r's block in staging
   size_t n = 0;
   for (int r = 0; r < size_; ++r) {
@@ -100,28 +96,35 @@ void NcclCommunicator::allgather_columns(const Tensor& local, Tensor& full, cons
   }
   if (staging_bytes_ < n * elt) {
     if (staging_) CUDA_CHECK(cudaFree(staging_));
+    staging_ = nullptr;
+    staging_bytes_ = 0;
     CUDA_CHECK(cudaMalloc(&staging_, n * elt));
     staging_bytes_ = n * elt;
   }
   char* st = static_cast<char*>(staging_);
-  CUDA_CHECK(cudaMemcpyAsync(st + displ[size_t(rank_)] * elt, local.data, local.bytes(), cudaMemcpyDeviceToDevice,
-                             stream_));
-  NCCL_CHECK(ncclGroupStart());
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    NCCL_CHECK(ncclSend(local.data, size_t(local.numel()), type, p, comm_, stream_));
-    NCCL_CHECK(ncclRecv(st + displ[size_t(p)] * elt, size_t(rows * cols[size_t(p)]), type, p, comm_, stream_));
+  char* mine = st + displ[size_t(rank_)] * elt;
+  CUDA_CHECK(cudaMemcpyAsync(mine, local.data, local.bytes(),
+                             local_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice, stream_));
+  if (size_ > 1) {
+    NCCL_CHECK(ncclGroupStart());
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      NCCL_CHECK(ncclSend(mine, size_t(local.numel()), type, p, comm_, stream_));
+      NCCL_CHECK(ncclRecv(st + displ[size_t(p)] * elt, size_t(rows * cols[size_t(p)]), type, p, comm_, stream_));
+    }
+    NCCL_CHECK(ncclGroupEnd());
   }
-  NCCL_CHECK(ncclGroupEnd());
+  // Blocks are rank-major [r][rows][cols[r]]; the result is row-major [rows][total].
   int64_t c0 = 0;
   for (int r = 0; r < size_; ++r) {
     const size_t w = size_t(cols[size_t(r)]) * elt;
-    if (w > 0)
+    if (w > 0 && rows > 0)
       CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(full.data) + size_t(c0) * elt, size_t(total) * elt,
-                                   st + displ[size_t(r)] * elt, w, w, size_t(rows), cudaMemcpyDeviceToDevice,
-                                   stream_));
+                                   st + displ[size_t(r)] * elt, w, w, size_t(rows),
+                                   full_dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream_));
     c0 += cols[size_t(r)];
   }
+  if (!full_dev) CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller reads the host result next
 }
 
 }  // namespace tf::cuda

@@ -32,8 +32,10 @@ class NcclCommunicator : public dist::Communicator {
   int size() const override { return size_; }
   cudaStream_t stream() const { return stream_; }
   void allreduce_sum(Tensor& t) override;
-  // Exact-size blocks by grouped send/recv into a staging buffer, then one
-  // strided copy per block (cudaMemcpy2DAsync) into the row-major result.
+  // Exact-size blocks by grouped send/recv into a device staging buffer, then
+  // one strided copy per block (cudaMemcpy2DAsync) into the row-major result.
+  // local and full may also be host tensors (the forward's f32 logits): they
+  // are staged through the device, and a host result is complete on return.
   void allgather_columns(const Tensor& local, Tensor& full, const std::vector<int64_t>& cols) override;
 
  private:

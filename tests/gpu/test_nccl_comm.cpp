@@ -1,7 +1,7 @@
 // NcclCommunicator on the GPU, bootstrapped as the CLI will (local rank ->
 // device, rank 0's unique id broadcast by MPI). One process: a 1-rank NCCL
 // communicator. Under mpirun -np N (one GPU per rank, NCCL_NVLS_ENABLE=0):
-// allreduce sums and uneven allgather_columns in f32, f16 and bf16.
+// allreduce sums and uneven allgather_columns in f32, f16 and bf16 (and of host f32 tensors).
 #include <gtest/gtest.h>
 
 #include "dist/launch.h"
@@ -77,6 +77,17 @@ TEST(NcclCommunicator, AllreduceAndAllgatherEveryDtype) {
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < total; ++j) ASSERT_EQ(g[size_t(i * total + j)], float(10 * i + j)) << dtype_name(t);
   }
+  // Host f32 tensors (the forward's logits) are staged through the device.
+  std::vector<int64_t> cols;
+  for (int k = 0; k < n; ++k) cols.push_back(3 + k);
+  Tensor hl = Tensor::cpu(DType::F32, {2, cols[size_t(r)]}), hf = Tensor::cpu(DType::F32, {2, 3 * n + n * (n - 1) / 2});
+  int64_t c0 = 0;
+  for (int k = 0; k < r; ++k) c0 += cols[size_t(k)];
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < cols[size_t(r)]; ++j) hl.ptr<float>()[i * cols[size_t(r)] + j] = float(1000 * i + c0 + j);
+  comm->allgather_columns(hl, hf, cols);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < hf.dim(1); ++j) ASSERT_EQ(hf.ptr<float>()[i * hf.dim(1) + j], float(1000 * i + j));
   Tensor host = Tensor::cpu(DType::F32, {4});
   EXPECT_THROW(comm->allreduce_sum(host), tf::Error);  // the host tensor is named in a one-line error
   comm.reset();
