@@ -23,19 +23,26 @@ total=$(wc -l <"$tmp/ref.txt")
 start=$(date +%s%N)
 "$bin" sweep "${args[@]}" --out "$tmp/timing.h5"
 full_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "uninterrupted: $total runs in $full_ms ms"
+start=$(date +%s%N)
+"$bin" sweep "${args[@]}" --out "$tmp/ref.h5"  # complete: starts, checks, runs nothing
+startup_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "uninterrupted: $total runs in $full_ms ms, of it $startup_ms ms to start"
 
 out="$tmp/crash.h5"
-prev=0; kills=0
+prev=0; kills=0; cycles=0
 RANDOM=7
-for round in $(seq 1 12); do
-  delay_ms=$(( RANDOM % full_ms ))
+for round in $(seq 1 10); do
+  # Aim inside what is left of the sweep, so most kills land mid-run or mid-write.
+  left_ms=$(( startup_ms + (full_ms - startup_ms) * (total - prev) / total + 20 ))
+  delay_ms=$(( RANDOM % left_ms ))
   "$bin" sweep "${args[@]}" --out "$out" &
   pid=$!
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
-  if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); fi
-  wait $pid 2>/dev/null || true
+  kill -9 $pid 2>/dev/null || true
+  rc=0; wait $pid 2>/dev/null || rc=$?
   pid=""
+  [[ $rc -eq 137 ]] && kills=$((kills + 1))
+  [[ $rc -eq 0 || $rc -eq 137 ]] || { echo "FAIL: round $round: the sweep exited with $rc"; exit 1; }
   if [[ ! -f $out ]]; then
     [[ $prev -eq 0 ]] || { echo "FAIL: round $round: the file vanished"; exit 1; }
     echo "round $round: killed after ${delay_ms} ms, before the file existed"
@@ -46,11 +53,15 @@ for round in $(seq 1 12); do
   extra=$(comm -13 "$tmp/ref.txt" "$tmp/now.txt" | wc -l)
   [[ $extra -eq 0 ]] || { echo "FAIL: round $round: runs that differ from the uninterrupted sweep:"; comm -13 "$tmp/ref.txt" "$tmp/now.txt"; exit 1; }
   [[ $n -ge $prev ]] || { echo "FAIL: round $round: $n runs after the kill, $prev before"; exit 1; }
-  echo "round $round: killed after ${delay_ms} ms: $n/$total runs, all valid"
+  echo "round $round: $( ((rc == 137)) && echo "killed after ${delay_ms} ms" || echo "finished") : $n/$total runs, all valid"
   prev=$n
-  [[ $n -lt $total ]] || break
+  if [[ $n -eq $total ]]; then  # complete: start another cycle on a new file
+    cmp -s "$tmp/ref.txt" "$tmp/now.txt" || { echo "FAIL: a completed crash cycle differs from the uninterrupted sweep"; exit 1; }
+    rm -f "$out"; prev=0; cycles=$((cycles + 1))
+  fi
 done
-[[ $kills -ge 3 ]] || { echo "FAIL: only $kills sweeps were killed mid-way"; exit 1; }
+[[ $kills -ge 5 ]] || { echo "FAIL: only $kills sweeps were killed mid-way"; exit 1; }
+echo "$kills kills, $cycles cycles completed through kills and resumes"
 
 # The same command resumes: it skips what is done and completes the set.
 "$bin" sweep "${loud[@]}" --out "$out" 2>"$tmp/resume.log"
