@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session.h"
+#include "core/device.h"
 #include "spec/methods.h"
 #include "spec/reretrieval.h"
 
@@ -31,6 +32,7 @@ const char* kMethodHelp =
     "  spec            D > target\n"
     "  retrieval       target@retrieval:B/C > target\n"
     "  streaming-hier  D@streaming:S/W > target@streaming:16/(B-16) > target\n"
+    "                  (the middle cache holds B tokens: sink min(16, B/2))\n"
     "  triforce        D@streaming:S/W > target@retrieval:B/C > target\n"
     "  ngram-triforce  ngram:3 > target@retrieval:B/C > target\n"
     "  chain           --chain SPEC\n"
@@ -78,6 +80,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value<float>()->default_value(1.0f), "nucleus sampling mass (1 = off)")(
       "seed", po::value<uint64_t>()->default_value(0), "Philox seed of the sampling stream")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
+      "dtype", po::value<std::string>()->default_value("bf16"), "CUDA weights, activations and KV: f16 | bf16")(
       "method", po::value<std::string>()->default_value("ar"), kMethodHelp)(
       "chain", po::value<std::string>(), kChainHelp)(
       "compare", po::value<std::string>(),
@@ -114,11 +117,10 @@ int cmd_generate(const std::vector<std::string>& args) {
   TF_CHECK(sp.temperature >= 0.0f, "--temperature: expected >= 0, got " << sp.temperature);
   TF_CHECK(sp.top_p > 0.0f && sp.top_p <= 1.0f, "--top-p: expected a value in (0, 1], got " << sp.top_p);
   const std::string device = vm["device"].as<std::string>();
-  TF_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '" << device << "'");
-#ifndef TRIFORCE_HAVE_CUDA
-  TF_CHECK(device == "cpu", "--device cuda: this build has no CUDA backend (configure with nvcc present)");
-#endif
-  TF_CHECK(device == "cpu", "--device cuda: the CUDA forward is not implemented yet; use --device cpu");
+  DeviceChoice dev = parse_device(device, vm["dtype"].as<std::string>());
+  // Phase clocks read after the device finishes (the forward's logits copy
+  // already waits; this covers the caches' device copies too).
+  if (dev.device == Device::CUDA) req.device_sync = [] { device_synchronize(); };
 
   req.method = vm["method"].as<std::string>();
   if (vm.count("chain")) {
@@ -157,7 +159,10 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   // A pre-tokenized prompt needs no tokenizer; the text is then decoded only
   // when the checkpoint has one. Each method sizes its own caches.
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty());
+  // The memory plan reserves the full cache of this request (a text prompt is
+  // counted once tokenized; until then the plan assumes 4096 tokens of it).
+  dev.plan_context = (prompt.empty() ? 4096 : int64_t(prompt.size())) + req.max_new_tokens + 64;
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty(), dev);
   if (!s.tokenizer) {
     try {
       s.tokenizer = load_tokenizer(path);
@@ -193,6 +198,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     other.method = vm["compare"].as<std::string>();
     other.sampling = req.sampling;
     other.max_new_tokens = req.max_new_tokens;
+    other.device_sync = req.device_sync;
     other.stop_ids = req.stop_ids;
     other.chunk = req.chunk;
     other.sink = req.sink;

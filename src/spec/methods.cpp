@@ -1,5 +1,7 @@
 #include "spec/methods.h"
 
+#include "model/weights_device.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -204,9 +206,9 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
       r.gammas[0] = drafting == 1 ? 4 : 2;
     }
   } else {
-    TF_CHECK(req.gammas.size() == drafting, "--gammas: the chain '" << r.chain.str() << "' has " << drafting
-                                                                   << " drafting levels, " << req.gammas.size()
-                                                                   << " values given");
+    TF_CHECK(req.gammas.size() == drafting, "--gammas: the chain '" << r.chain.str() << "' needs " << drafting
+                                                                   << " value(s), one per drafting level; "
+                                                                   << req.gammas.size() << " given");
     for (int64_t g : req.gammas) TF_CHECK(g >= 1, "--gammas: every value must be at least 1, got " << g);
     r.gammas = req.gammas;
   }
@@ -218,8 +220,9 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
     LevelSpec& l = r.chain.levels[i];
     const std::string where = (m == "chain" ? "--chain level " + std::to_string(i + 1) : "--method " + m);
     if (l.cache == LevelSpec::Cache::streaming && l.sink < 0) {
-      l.sink = r.sink;
-      l.window = i == 0 ? r.window : std::max<int64_t>(1, r.budget - r.sink);
+      // A higher level's streaming cache holds as many tokens as the retrieval budget.
+      l.sink = i == 0 ? r.sink : std::min(r.sink, r.budget / 2);
+      l.window = i == 0 ? r.window : r.budget - l.sink;
     }
     if (l.cache == LevelSpec::Cache::retrieval && l.budget < 0) {
       l.budget = r.budget;
@@ -239,12 +242,20 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
 
 LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) {
   auto it = models_.find(path);
-  if (it != models_.end()) return *it->second;
+  if (it != models_.end()) {
+    TF_CHECK(it->second->config().vocab_size == target.config().vocab_size,
+             "--draft " << path << ": vocabulary of " << it->second->config().vocab_size << " tokens, the target has "
+                        << target.config().vocab_size);
+    return *it->second;
+  }
   Checkpoint ck = open_checkpoint(path);
   TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
            "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
                       << target.config().vocab_size);
-  auto m = std::make_unique<LlamaModel>(ck.config, LlamaWeights::load(*ck.weights, ck.config));
+  LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
+  // The draft runs where the target runs, in the target's dtype.
+  if (target.device() != Device::CPU) w = upload_weights(w, target.device(), target.dtype());
+  auto m = std::make_unique<LlamaModel>(ck.config, std::move(w), target.max_chunk());
   return *(models_[path] = std::move(m));
 }
 

@@ -7,7 +7,7 @@
 //   ar               the target alone, token by token
 //   spec             D > target
 //   retrieval        target@retrieval:B/C > target
-//   streaming-hier   D@streaming:S/W > target@streaming:16/<B-16> > target
+//   streaming-hier   D@streaming:S/W > target@streaming:16/<B-16> > target (B tokens, see resolve)
 //   triforce         D@streaming:S/W > target@retrieval:B/C > target
 //   ngram-triforce   ngram:3 > target@retrieval:B/C > target
 //   chain            MethodRequest::chain, any depth (ChainSpec::parse)
@@ -85,6 +85,8 @@ struct MethodRequest {
 //             the prompt, at most the paper's 4096, at least one chunk
 //   window  = max(chunk, min(256, budget) - sink - γ_top), the paper's 256-slot draft
 //             cache (16 + 234 at γ2 = 6), never larger than the retrieval budget
+//   a higher level's streaming cache (streaming-hier's middle) = budget tokens:
+//             sink min(sink, budget / 2), window budget - that
 //   gammas  = spec {4}, retrieval {6}, 3-level {2, 6}; chain: 2 at the bottom, 6 above
 //   draft   = layerskip:max(1, L/4)
 struct ResolvedMethod {
@@ -142,6 +144,8 @@ class DraftModels {
  public:
   // Loads PATH (HF folder or GGUF) on first use; refuses a vocabulary other than the target's.
   LlamaModel& get(const std::string& path, const LlamaModel& target);
+  // A model already in memory, used for model:NAME levels (tests, preloaded sweeps).
+  void put(const std::string& name, std::unique_ptr<LlamaModel> m) { models_[name] = std::move(m); }
 
  private:
   std::map<std::string, std::unique_ptr<LlamaModel>> models_;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Greedy speculative output through the CLI is identical to --method ar, for
-# every available drafter, on a tiny fixture (128 tokens) and on SmolLM2-135M.
+# every method and drafter and a 4-level --chain, on a tiny fixture (128
+# tokens) and on SmolLM2-135M; every --json line carries phase times and
+# ms/token; bad chain specs and gammas are refused with one line naming the option.
 set -eu
 bin=$1; fixtures=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -29,6 +31,50 @@ for m in "triforce --draft layerskip:1 --sink 4 --window 32" "ngram-triforce" "t
   run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 --method $m >"$tmp/s.json"
   same_tokens "gqa_f32 --method $m" "$tmp/ar.json" "$tmp/s.json"
 done
+# The other hierarchies and a 4-level chain with per-level gammas.
+for m in "retrieval" "streaming-hier --draft layerskip:1 --sink 4 --window 16" "chain --chain ngram:2>layerskip:1@streaming:4/16>target@retrieval:32/8>target --gammas 2,3,4"; do
+  run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 --method $m >"$tmp/s.json"
+  same_tokens "gqa_f32 --method $m" "$tmp/ar.json" "$tmp/s.json"
+done
+python3 - "$tmp/ar.json" "$tmp/s.json" <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    j = json.load(open(f))
+    t = j["times_ms"]
+    for k in ("prefill", "setup", "retrieval_build", "draft", "middle", "verify", "retrieval_rebuild", "decode", "total"):
+        assert k in t and t[k] >= 0, (f, k, t)
+    assert t["decode"] > 0 and j["decode_ms_per_token"] > 0 and j["e2e_ms_per_token"] >= j["decode_ms_per_token"], j
+    assert abs(t["total"] - (t["prefill"] + t["setup"] + t["retrieval_build"] + t["decode"])) < 1e-6 * max(1, t["total"]), t
+    if j["method"] != "ar":
+        assert len(j["levels"]) == 3 and len(j["steps"]) == j["levels"][-1]["steps"], j["levels"]
+        assert sum(s["generated"] for s in j["steps"]) == j["n_generated"]
+print("phase times and ms/token in --json: ok")
+PY
+# --compare runs a second method on the same prefill and checks the tokens.
+"$bin" generate --ignore-eos --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 32 --method triforce \
+  --draft layerskip:1 --compare ar --json >"$tmp/c.out" 2>"$tmp/c.err"
+grep -q "identical tokens: yes (32 of 32 agree)" "$tmp/c.out"
+grep -q "decode speedup of triforce over ar" "$tmp/c.err"
+tail -n1 "$tmp/c.out" | python3 -c "import json,sys; j=json.load(sys.stdin); assert j['identical_to_compare'] and j['compare']['method']=='ar'"
+echo "--compare ar: ok"
+# Bad specs: one line naming the option, non-zero exit.
+refused() {  # refused <needle> <args...>
+  local needle=$1; shift
+  if "$bin" generate --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 4 "$@" 2>"$tmp/err" >/dev/null; then
+    echo "FAIL: accepted $*"; exit 1
+  fi
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || { echo "FAIL: more than one line for $*"; cat "$tmp/err"; exit 1; }
+  grep -q -- "$needle" "$tmp/err" || { echo "FAIL: '$needle' not in: $(cat "$tmp/err")"; exit 1; }
+}
+refused "--chain" --chain "ngram:2 > target@retrieval"
+refused "--chain" --chain "bogus:1 > target"
+refused "--chain" --chain "target > ngram:2"
+refused "--gammas" --chain "ngram:2 > target" --gammas 2,6
+refused "--gammas" --method triforce --gammas 2,x
+refused "--gamma2" --method spec --gamma2 3
+refused "--method" --method fastest
+refused "--budget" --method triforce --budget 12 --chunk-size 8
+echo "bad chains and gammas refused"
 # Re-retrieval changes only the middle level's proposals: still identical to ar.
 for rr in every:16 below:0.9; do
   run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 \
@@ -48,7 +94,7 @@ if [[ -f "$model" ]]; then
     run --prompt "$p" --max-new-tokens 48 --method spec --draft "$d" >"$tmp/s2.json"
     same_tokens "SmolLM2 --draft $d" "$tmp/ar2.json" "$tmp/s2.json"
   done
-  for m in "triforce --draft layerskip:24" ngram-triforce; do
+  for m in "triforce --draft layerskip:24" ngram-triforce retrieval "streaming-hier --draft layerskip:24 --window 8"; do
     run --prompt "$p" --max-new-tokens 48 --budget 8 --chunk-size 4 --method $m >"$tmp/s2.json"
     same_tokens "SmolLM2 --method $m" "$tmp/ar2.json" "$tmp/s2.json"
   done

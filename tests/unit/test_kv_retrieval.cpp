@@ -2,7 +2,8 @@
 // model's, chunk selection is the top-k of the GQA-summed chunk scores with
 // chunk 0 kept, a budget covering the prompt reproduces the full model, and a
 // 3-level chain with the retrieval middle level is exact at T = 0 and lossless
-// at T > 0 (chi-square).
+// at T > 0 (chi-square). Building from the top level's prefill (begin_from)
+// gives the cache a second prefill of its own gives.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -181,4 +182,33 @@ TEST(RetrievalRunner, ThreeLevelLosslessChiSquare) {
   std::printf("retrieval middle, first token (3000 seeds): residual p=%.4g (chi2 %.2f, dof %lld), reference_bug p=%.4g (chi2 %.1f)\n",
               honest.p_value, honest.statistic, (long long)honest.dof, buggy.p_value, buggy.statistic);
   EXPECT_GT(honest.p_value, 1e-3);
+}
+
+TEST(RetrievalRunner, BuildFromASharedPrefillEqualsItsOwnPrefill) {
+  ModelConfig c = tiny();
+  LlamaModel m(c, LlamaWeights::random(c, 9, 0.3f));
+  auto prompt = seq(45, c.vocab_size);
+  RetrievalRunner own(m, RetrievalOptions{16, 4}, 32), shared(m, RetrievalOptions{16, 4}, 32);
+  own.begin(prompt);
+  FullKVCache full = m.make_cache(int64_t(prompt.size()));
+  std::vector<std::vector<float>> q;
+  m.forward_capturing_last_query(prompt, full, 1, q);
+  shared.begin_from(prompt, full, q);
+  shared.begin(prompt);  // what a chain calls next: keeps the shared build
+  EXPECT_EQ(own.retrieval().selection().chunks, shared.retrieval().selection().chunks);
+  ASSERT_EQ(own.retrieval().region(), shared.retrieval().region());
+  auto& a = const_cast<FullKVCache&>(own.retrieval().cache());
+  auto& b = const_cast<FullKVCache&>(shared.retrieval().cache());
+  ASSERT_EQ(a.length(), b.length());
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int64_t h = 0; h < c.num_kv_heads; ++h)
+      for (int64_t j = 0; j < a.length(); ++j)
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          ASSERT_EQ(a.k_at(l, h, j)[d], b.k_at(l, h, j)[d]);
+          ASSERT_EQ(a.v_at(l, h, j)[d], b.v_at(l, h, j)[d]);
+        }
+  std::vector<int32_t> s = prompt;
+  s.push_back(3);
+  Tensor x = own.logits(s, 2), y = shared.logits(s, 2);
+  for (int64_t i = 0; i < 2 * c.vocab_size; ++i) EXPECT_EQ(x.ptr<float>()[i], y.ptr<float>()[i]);
 }

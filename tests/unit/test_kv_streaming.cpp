@@ -1,5 +1,8 @@
 // StreamingKVCache (sinks + recent window, positions re-indexed by re-rotating
-// the post-RoPE keys) and the StreamingDrafter built on it.
+// the post-RoPE keys), the StreamingDrafter built on it, and the
+// StreamingRunner (a streaming cache as a verifying level): without eviction
+// it is the full model; loading a prefill already evicted equals evicting; in
+// a chain its cache holds sinks + window of exactly the committed context.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +11,7 @@
 #include "kv/streaming_cache.h"
 #include "spec/chain.h"
 #include "spec/streaming_drafter.h"
+#include "spec/streaming_runner.h"
 #include "tiny_model.h"
 
 using namespace tf;
@@ -101,5 +105,84 @@ TEST(StreamingDrafter, GreedyChainEqualsAutoregressiveWithBoundedCache) {
     EXPECT_LE(max_len, sink + window);
     EXPECT_GT(d.evicted(), 0);
     EXPECT_GT(r.levels[1].accepted, 0);
+  }
+}
+
+TEST(StreamingKVCache, LoadEvictedEqualsEvict) {
+  ModelConfig c = tiny();
+  LlamaModel m(c, LlamaWeights::random(c, 5, 0.3f));
+  const int64_t sink = 3, window = 7, n = 30;
+  auto toks = seq(n, c.vocab_size);
+  StreamingKVCache a(c, sink, window, 64, true);
+  m.forward(toks, a.next_positions(n, 0), a.cache(), 1);
+  a.evict();
+  FullKVCache full = m.make_cache(n);
+  m.forward(toks, full, 1);
+  StreamingKVCache b(c, sink, window, 64, true);
+  EXPECT_EQ(b.load_evicted(full, n), n - sink - window);
+  ASSERT_EQ(a.length(), b.length());
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int64_t h = 0; h < c.num_kv_heads; ++h)
+      for (int64_t j = 0; j < a.length(); ++j) {
+        EXPECT_EQ(a.cache().position(j), b.cache().position(j));
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          ASSERT_FLOAT_EQ(a.cache().k_at(l, h, j)[d], b.cache().k_at(l, h, j)[d]) << l << " " << h << " " << j;
+          ASSERT_FLOAT_EQ(a.cache().v_at(l, h, j)[d], b.cache().v_at(l, h, j)[d]);
+        }
+      }
+}
+
+TEST(StreamingRunner, NoEvictionMatchesModelRunner) {
+  ModelConfig c = tiny();
+  LlamaModel m(c, LlamaWeights::random(c, 7, 0.3f));
+  auto ctx = seq(20, c.vocab_size);
+  StreamingRunner sr(m, 4, 64, 16);
+  ModelRunner mr(m, 128);
+  sr.begin(ctx);
+  mr.begin(ctx);
+  std::vector<int32_t> s = ctx;
+  for (int step = 0; step < 4; ++step) {
+    s.push_back(int32_t((step * 3 + 1) % c.vocab_size));
+    s.push_back(int32_t((step * 5 + 2) % c.vocab_size));
+    Tensor a = sr.logits(s, 3), b = mr.logits(s, 3);
+    for (int64_t i = 0; i < 3 * c.vocab_size; ++i) ASSERT_NEAR(a.ptr<float>()[i], b.ptr<float>()[i], 1e-4);
+    s.pop_back();  // commit all but the last
+    sr.sync(s);
+    mr.sync(s);
+    EXPECT_EQ(sr.committed_tokens(), int64_t(s.size()) - 1);
+    EXPECT_EQ(sr.tail_length(), 0);
+  }
+  EXPECT_EQ(sr.evicted(), 0);
+}
+
+TEST(StreamingRunner, MiddleLevelHoldsSinksAndWindowOfTheCommittedContext) {
+  ModelConfig tc = tiny(32, 2);
+  LlamaModel target(tc, LlamaWeights::random(tc, 8, 0.3f));
+  LlamaModel draft = make_layer_skip_model(target, 1);
+  auto prompt = seq(40, tc.vocab_size);
+  FullKVCache cache = target.make_cache(256);
+  auto ref = generate_autoregressive(target, cache, prompt, 96, SamplingParams{}, {}).tokens;
+  const int64_t sink = 2, window = 12;
+  for (float temp : {0.0f, 1.0f}) {
+    StreamingDrafter d(draft, 4, 8, 2);
+    StreamingRunner mid(target, sink, window, 16);
+    ModelRunner top(target, 256);
+    SpecChain chain({&mid, &top}, d, ChainOptions{{2, 4}});
+    int64_t checked = 0;
+    chain.on_step = [&](const SpecChain&, const std::vector<int32_t>& ctx, const VerifyResult&) {
+      ++checked;
+      EXPECT_EQ(mid.committed_tokens(), int64_t(ctx.size()) - 1);
+      EXPECT_EQ(mid.tail_length(), 0);
+      EXPECT_LE(mid.streaming().length(), sink + window);
+      EXPECT_EQ(mid.streaming().length(), std::min<int64_t>(int64_t(ctx.size()) - 1, sink + window));
+    };
+    SamplingParams sp;
+    sp.temperature = temp;
+    sp.seed = 5;
+    ChainResult r = chain.generate(prompt, 96, sp);
+    if (temp == 0.0f) EXPECT_EQ(r.gen.tokens, ref);
+    EXPECT_GT(checked, 10);
+    EXPECT_GT(mid.evicted(), 0);
+    EXPECT_GT(r.levels[2].accepted, 0);
   }
 }
