@@ -3,7 +3,8 @@
 // chunk 0 kept, a budget covering the prompt reproduces the full model, and a
 // 3-level chain with the retrieval middle level is exact at T = 0 and lossless
 // at T > 0 (chi-square). Building from the top level's prefill (begin_from)
-// gives the cache a second prefill of its own gives.
+// gives the cache a second prefill of its own gives; as the drafter of the
+// `retrieval` method its tail rolls back to committed tokens.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -211,4 +212,36 @@ TEST(RetrievalRunner, BuildFromASharedPrefillEqualsItsOwnPrefill) {
   s.push_back(3);
   Tensor x = own.logits(s, 2), y = shared.logits(s, 2);
   for (int64_t i = 0; i < 2 * c.vocab_size; ++i) EXPECT_EQ(x.ptr<float>()[i], y.ptr<float>()[i]);
+}
+
+TEST(RetrievalRunner, AsTheDrafterItsTailHoldsOnlyCommittedTokens) {
+  // The `retrieval` method: the target on the retrieval cache drafts for the full target.
+  ModelConfig c = tiny();
+  LlamaModel target(c, LlamaWeights::random(c, 12, 0.3f));
+  auto prompt = seq(50, c.vocab_size);
+  FullKVCache cache = target.make_cache(160);
+  auto ref = generate_autoregressive(target, cache, prompt, 64, SamplingParams{}, {}).tokens;
+  for (float temp : {0.0f, 1.0f}) {
+    auto owned = std::make_unique<RetrievalRunner>(target, RetrievalOptions{16, 4}, 64 + 16);
+    RetrievalRunner* rr = owned.get();
+    VerifierDrafter d(std::move(owned));
+    ModelRunner top(target, 160);
+    SpecChain chain({&top}, d, ChainOptions{{4}, ResampleMode::residual, ResampleMode::residual, 160});
+    int64_t checked = 0;
+    chain.on_step = [&](const SpecChain&, const std::vector<int32_t>& ctx, const VerifyResult&) {
+      if (int64_t(ctx.size() - prompt.size()) >= 64) return;  // the last step may be cut short
+      ++checked;
+      // After rollback: at most the committed tokens from the last prompt token on, at their slots.
+      EXPECT_LE(rr->tail_length(), int64_t(ctx.size() - prompt.size()) + 1);
+      EXPECT_EQ(rr->retrieval().cache().length(), rr->retrieval().region() + rr->tail_length());
+      EXPECT_EQ(top.cache().length(), int64_t(ctx.size()) - 1);
+    };
+    SamplingParams sp;
+    sp.temperature = temp;
+    sp.seed = 9;
+    ChainResult r = chain.generate(prompt, 64, sp);
+    if (temp == 0.0f) EXPECT_EQ(r.gen.tokens, ref);
+    EXPECT_GT(checked, 5);
+    EXPECT_GT(r.levels[1].accepted, 0);
+  }
 }
