@@ -13,6 +13,7 @@
 #include "sweep/merge.h"
 #include "sweep/prompts.h"
 #include "sweep/results.h"
+#include "sweep/runner.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -241,4 +242,37 @@ TEST(SweepPrompts, TokenArraysAndCuts) {
   none.set_dir = (dir / "empty").string();
   expect_throws_naming([&] { PromptSet s(none); }, "empty", "make_default_prompts.sh");
   EXPECT_NE(token_hash({1, 2}), token_hash({2, 1}));
+}
+
+TEST(SweepGrid, EachMethodGetsItsOwnGammas) {
+  GridSpec g;
+  g.methods = {"spec", "retrieval", "streaming-hier", "triforce"};
+  g.drafts = {"layerskip:1"};
+  g.contexts = {64};
+  g.max_new = {8};
+  g.budgets = {16};
+  g.chunks = {8};
+  g.gamma1 = {3};
+  g.gamma2 = {5};
+  g.sinks = {4};
+  g.windows = {12};
+  g.temperatures = {0};
+  g.top_ps = {1};
+  g.seeds = {0};
+  std::map<std::string, Point> by_method;
+  for (const auto& p : expand(g)) by_method[p.method] = p;
+  ASSERT_EQ(by_method.size(), 5u);
+  EXPECT_TRUE(method_request(by_method["ar"], {}).gammas.empty());
+  EXPECT_EQ(method_request(by_method["spec"], {}).gammas, (std::vector<int64_t>{3}));
+  // retrieval's only drafting level is the retrieval cache: its block is gamma2.
+  EXPECT_EQ(by_method["retrieval"].draft, "");
+  EXPECT_EQ(by_method["retrieval"].sink, -1);
+  EXPECT_EQ(method_request(by_method["retrieval"], {}).gammas, (std::vector<int64_t>{5}));
+  EXPECT_EQ(by_method["streaming-hier"].chunk, -1);
+  EXPECT_EQ(method_request(by_method["streaming-hier"], {}).gammas, (std::vector<int64_t>{3, 5}));
+  const auto r = method_request(by_method["triforce"], {2});
+  EXPECT_EQ(r.gammas, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(r.budget, 16);
+  EXPECT_EQ(r.window, 12);
+  EXPECT_EQ(r.stop_ids, (std::vector<int64_t>{2}));
 }
