@@ -1,6 +1,8 @@
 #include "cli/session.h"
 
 #include "core/device.h"
+#include "dist/launch.h"
+#include "dist/nccl_bootstrap.h"
 #include "dist/tensor_parallel.h"
 #include "model/weights_device.h"
 
@@ -38,11 +40,22 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     ck = std::make_unique<Checkpoint>(open_checkpoint(path));
     cfg = ck->config;
   }
+  dist::Communicator* nccl_comm = nullptr;
+#ifdef TRIFORCE_HAVE_CUDA
+  // Before anything touches a GPU: under a launcher each rank takes the GPU of
+  // its local rank and joins the NCCL communicator (made once per process).
+  if (dev.device == Device::CUDA && dist::world().mpi && !synthetic) {
+    // Never destroyed: ncclCommDestroy after MPI_Finalize / CUDA teardown can hang.
+    static dist::Communicator* nccl = dist::make_nccl_communicator(nullptr).release();
+    nccl_comm = nccl;
+  }
+#endif
   const int64_t chunk = dev.max_chunk > 0 ? dev.max_chunk : (dev.device == Device::CUDA ? 2048 : 512);
   PlanRequest pr = dev.plan;
   pr.device = dev.device;
   pr.dtype = dev.dtype;
   pr.max_chunk = chunk;
+  if (dist::world().mpi) pr.tp = dist::world().size;
   pr.context = dev.plan_context > 0 ? dev.plan_context : (kv_capacity > 0 ? kv_capacity : 4096);
   s.plan = plan_memory(cfg, pr);
   if (dev.device == Device::CUDA) {
@@ -55,9 +68,16 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     TF_CHECK(!synthetic, path << ": synthetic models have no tokenizer; give --prompt-tokens");
     s.tokenizer = load_tokenizer(path);
   }
-  TF_CHECK(!(dev.device == Device::CUDA && dist::tp_active()),
-           "--device cuda under mpirun: tensor parallelism on CUDA needs the NCCL communicator, not built yet");
   TF_CHECK(!(synthetic && dist::tp_active()), path << ": synthetic models run in one process");
+  // Under a launcher (mpirun -np N, N >= 1) the CUDA model runs the NCCL
+  // path: this rank's shard, NCCL allreduces and logits all-gather.
+  if (nccl_comm) {
+    const ShardSpec shard = dist::tp_shard(cfg, path);
+    s.model = std::make_unique<LlamaModel>(
+        cfg, upload_weights(LlamaWeights::load(*ck->weights, cfg, shard), dev.device, dev.dtype), chunk, nccl_comm);
+    if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
+    return s;
+  }
   if (synthetic) {
     s.model = std::make_unique<LlamaModel>(cfg, synthetic_weights(cfg, dev.device, dev.dtype), chunk);
   } else if (dev.device == Device::CUDA) {

@@ -31,11 +31,12 @@ std::string MemoryPlan::describe() const {
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
-  TF_CHECK(r.tp >= 1 && c.num_kv_heads % r.tp == 0,
-           "memory plan: tensor-parallel size " << r.tp << " does not divide " << c.num_kv_heads << " KV heads");
+  // Per rank; a TP size that does not divide the heads is refused by the
+  // sharding (dist::tp_shard) with its own message, so round up here.
+  const int64_t tp = std::max<int64_t>(1, r.tp);
   const double es = double(dtype_size(r.dtype));
-  const double kvh = double(c.num_kv_heads / r.tp), h = double(c.num_heads / r.tp);
-  const double inter = double((c.intermediate_size + r.tp - 1) / r.tp), hd = double(c.head_dim);
+  const double kvh = double((c.num_kv_heads + tp - 1) / tp), h = double((c.num_heads + tp - 1) / tp);
+  const double inter = double((c.intermediate_size + tp - 1) / tp), hd = double(c.head_dim);
   const double per_layer = es * (2 * double(c.hidden_size) +                   // norms
                                  (h + 2 * kvh) * hd * double(c.hidden_size) +  // q, k, v
                                  h * hd * double(c.hidden_size) +              // o
