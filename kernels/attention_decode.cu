@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <climits>
 
@@ -299,6 +300,7 @@ void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cuda
 }  // namespace
 
 int attention_decode_num_splits(const AttentionDecodeParams& p) {
+  if (p.split_slots > 0) return int((std::max<int64_t>(1, bound_of(p)) + p.split_slots - 1) / p.split_slots);
   const int64_t tiles = (bound_of(p) + kTile - 1) / kTile;
   int64_t s = p.num_splits;
   if (s <= 0) {
@@ -357,7 +359,9 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   a.G = int(G);
   a.head_stride = hs;
   a.token_stride = ts;
-  a.chunk = chunk_of(p, splits);
+  TF_CHECK(p.split_slots >= 0 && p.split_slots % kTile == 0,
+           "cuda::attention_decode: split_slots " << p.split_slots << " must be a multiple of " << kTile);
+  a.chunk = p.split_slots > 0 ? int(p.split_slots) : chunk_of(p, splits);
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / sqrtf(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
   // One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).

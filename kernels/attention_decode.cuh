@@ -35,6 +35,10 @@ struct AttentionDecodeParams {
   int64_t max_length = 0;                // host-known bound on *kv_length that sizes the splits; 0 -> capacity
   float scale = 0.0f;                    // 0 -> 1 / sqrt(head_dim)
   int num_splits = 0;                    // 0 -> chosen from the SM count and max_length
+  // > 0 (a multiple of 64): every split covers this many slots from slot 0 on,
+  // so a query's output does not depend on the call's length or query count
+  // (a verify row equals the decode of that token bit for bit). Overrides num_splits.
+  int64_t split_slots = 0;
   float* workspace = nullptr;            // attention_decode_workspace_bytes(p) bytes of device memory
   DType dtype = DType::BF16;             // of q, KV, out
 };

@@ -11,6 +11,7 @@
 #include "elementwise.cuh"
 #include "embedding.cuh"
 #include "gemm.cuh"
+#include "gemm_skinny.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
 #include "sampling.cuh"
@@ -117,6 +118,15 @@ void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
   TF_CHECK(weight.shape[1] == x.shape[1] && y.shape[0] == x.shape[0] && y.shape[1] == weight.shape[0],
            "linear: x " << shape_str(x.shape) << " . W " << shape_str(weight.shape) << "^T into y "
                         << shape_str(y.shape) << " do not match");
+  if (x.shape[0] <= cuda::kSkinnyGemmMaxRows && x.shape[1] % 8 == 0) {
+    // Decode and verification: the batch-invariant kernel, so a verified row
+    // is bit-identical to the one-token step (greedy speculation == ar).
+    cuda::SkinnyGemmParams p;
+    p.x = x.data, p.w = weight.data, p.y = y.data, p.n = x.shape[0], p.in = x.shape[1], p.out = weight.shape[0];
+    p.dtype = x.dtype, p.y_dtype = y.dtype;
+    cuda::gemm_skinny(p);
+    return;
+  }
   cuda::GemmParams p;
   p.x = x.data, p.w = weight.data, p.y = y.data, p.n = x.shape[0], p.in = x.shape[1], p.out = weight.shape[0];
   p.dtype = x.dtype, p.y_dtype = y.dtype;
@@ -197,6 +207,9 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     p.n = m, p.num_heads = ap.num_heads, p.num_kv_heads = ap.num_kv_heads, p.head_dim = ap.head_dim;
     p.capacity = kv.capacity, p.head_stride = kv.head_stride, p.token_stride = kv.token_stride;
     p.max_length = std::max<int64_t>(1, kv.length);
+    // Fixed 512-slot splits from slot 0: a query's output is then the same in
+    // a 7-token verification and in its own decode step (batch invariance).
+    p.split_slots = 512;
     p.scale = ap.scale, p.dtype = q.dtype;
     p.workspace = workspace().get(cuda::attention_decode_workspace_bytes(p));
     cuda::attention_decode(p);

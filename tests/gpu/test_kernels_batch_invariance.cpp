@@ -1,0 +1,132 @@
+// The kernels behind exact greedy speculation on the GPU (ctest label gpu):
+// the skinny GEMM against a double-precision host reference over awkward
+// shapes, and batch invariance of it and of split-KV attention with fixed
+// 512-slot splits — row i of an n-row call is bit-identical to a one-row call
+// (for attention: to the decode of that query at its own length). Outputs
+// are poisoned with NaN before every launch.
+#include <gtest/gtest.h>
+
+#include "require_device.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include "attention_decode.cuh"
+#include "device_buffer.cuh"
+#include "gemm_skinny.cuh"
+#endif
+
+namespace {
+
+#ifdef TRIFORCE_HAVE_CUDA
+using tf::DType;
+using namespace tf::cuda;
+
+std::vector<float> uniform(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = scale * (float(int64_t(s >> 40) - (1ll << 23)) / float(1ll << 23));
+  }
+  return v;
+}
+
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+
+std::vector<float> run_gemm(const DeviceBuffer& x, const DeviceBuffer& w, int64_t n, int64_t in, int64_t out,
+                            DType dt, int64_t row0 = 0) {
+  DeviceBuffer y(size_t(n * out) * 4);
+  y.poison();
+  SkinnyGemmParams p;
+  p.x = static_cast<const uint16_t*>(x.get()) + row0 * in, p.w = w.get(), p.y = y.get();
+  p.n = n, p.in = in, p.out = out, p.dtype = dt, p.y_dtype = DType::F32;
+  gemm_skinny(p);
+  return download_as(y, size_t(n * out), DType::F32);
+}
+#endif
+
+}  // namespace
+
+TEST(BatchInvariance, SkinnyGemmMatchesReferenceAndIsRowInvariant) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int64_t in : {8, 576, 4096, 4104})
+      for (int64_t out : {1, 3, 127, 129, 4097})
+        for (int64_t n : {1, 3, 7, 32}) {
+          SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " n=" << n << " in=" << in << " out=" << out);
+          auto xh = uniform(size_t(n * in), 11 + n), wh = uniform(size_t(out * in), 5 + out, 0.05f);
+          round_to(xh, dt), round_to(wh, dt);
+          DeviceBuffer x = upload_as(xh, dt), w = upload_as(wh, dt);
+          const auto y = run_gemm(x, w, n, in, out, dt);
+          double worst = 0;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < out; ++j) {
+              double ref = 0, mag = 0;
+              for (int64_t k = 0; k < in; ++k) {
+                ref += double(xh[size_t(i * in + k)]) * wh[size_t(j * in + k)];
+                mag += std::fabs(double(xh[size_t(i * in + k)]) * wh[size_t(j * in + k)]);
+              }
+              const float got = y[size_t(i * out + j)];
+              ASSERT_TRUE(std::isfinite(got)) << i << "," << j;
+              worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
+            }
+          EXPECT_LE(worst, 1e-5);  // fp32 accumulation of exact products
+          // Every row equals the same row computed alone.
+          for (int64_t i : {int64_t(0), n - 1}) {
+            const auto one = run_gemm(x, w, 1, in, out, dt, i);
+            const std::vector<float> row(y.begin() + i * out, y.begin() + (i + 1) * out);
+            ASSERT_EQ(bits(one), bits(row)) << "row " << i;
+          }
+        }
+#endif
+}
+
+TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int64_t D : {64, 128})
+      for (auto [H, KH] : {std::pair<int64_t, int64_t>{8, 8}, {12, 3}})
+        for (int64_t L : {7, 513, 4097, 65537}) {
+          SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " D=" << D << " H=" << H << "/" << KH << " L=" << L);
+          const int64_t n = 7, cap = L + 8;
+          auto kh = uniform(size_t(KH * cap * D), 1), vh = uniform(size_t(KH * cap * D), 2);
+          auto qh = uniform(size_t(n * H * D), 3, 2.0f);
+          round_to(kh, dt), round_to(vh, dt), round_to(qh, dt);
+          DeviceBuffer k = upload_as(kh, dt), v = upload_as(vh, dt), q = upload_as(qh, dt);
+          auto attend = [&](int64_t row0, int64_t rows, int32_t len) {
+            std::vector<int32_t> slots(static_cast<size_t>(rows));
+            for (int64_t i = 0; i < rows; ++i) slots[size_t(i)] = int32_t(L - n + row0 + i);
+            DeviceBuffer dslots(slots.size() * 4), dlen(4), out(size_t(rows * H * D) * 2);
+            dslots.upload(slots.data(), slots.size() * 4);
+            dlen.upload(&len, 4);
+            out.poison();
+            AttentionDecodeParams p;
+            p.q = static_cast<const uint16_t*>(q.get()) + row0 * H * D, p.k_cache = k.get(), p.v_cache = v.get();
+            p.out = out.get(), p.kv_length = dlen.as<int32_t>(), p.q_positions = dslots.as<int32_t>();
+            p.n = rows, p.num_heads = H, p.num_kv_heads = KH, p.head_dim = D, p.capacity = cap;
+            p.max_length = len, p.split_slots = 512, p.dtype = dt;
+            DeviceBuffer ws(attention_decode_workspace_bytes(p));
+            ws.poison();
+            p.workspace = ws.as<float>();
+            attention_decode(p);
+            return download_as(out, size_t(rows * H * D), dt);
+          };
+          const auto all = attend(0, n, int32_t(L));
+          for (int64_t i = 0; i < n; ++i) {
+            const auto one = attend(i, 1, int32_t(L - n + i + 1));  // the decode step of token i
+            const std::vector<float> row(all.begin() + i * H * D, all.begin() + (i + 1) * H * D);
+            for (float x : one) ASSERT_TRUE(std::isfinite(x));
+            ASSERT_EQ(bits(one), bits(row)) << "query " << i;
+          }
+        }
+#endif
+}
