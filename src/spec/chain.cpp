@@ -150,6 +150,8 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
       rec.accepted[size_t(l)] = metrics_[size_t(l)].accepted - before[size_t(l)].accepted;
     }
     rec.generated = int64_t(res.gen.tokens.size() - gen_before);
+    rec.ns.assign(size_t(levels()), 0);
+    for (int l = 0; l < levels(); ++l) rec.ns[size_t(l)] = metrics_[size_t(l)].ns - before[size_t(l)].ns;
     res.steps.push_back(std::move(rec));
     if (on_step) on_step(*this, ctx, vr);
   }

@@ -49,6 +49,10 @@ struct ChainOptions {
 struct StepRecord {
   std::vector<int64_t> drafted, accepted;  // [l] for verifier level l >= 1 ([0] unused, 0)
   int64_t generated = 0;                   // tokens committed by this step
+  // [l] wall time level l spent in this step (0 = the drafter proposing; l >= 1
+  // its forwards + verification), from the same clock as LevelMetrics::ns, so
+  // the steps' sums equal the levels' totals.
+  std::vector<int64_t> ns;
 };
 
 struct ChainResult {

@@ -478,7 +478,8 @@ nlohmann::json MethodOutcome::to_json() const {
     // Levels 1..N-1 (index 0 of StepRecord is the drafter, never a verifier).
     st.push_back({{"generated", s.generated},
                   {"drafted", std::vector<int64_t>(s.drafted.begin() + 1, s.drafted.end())},
-                  {"accepted", std::vector<int64_t>(s.accepted.begin() + 1, s.accepted.end())}});
+                  {"accepted", std::vector<int64_t>(s.accepted.begin() + 1, s.accepted.end())},
+                  {"ns", s.ns}});
   }
   j["steps"] = st;
   j["times_ms"] = {{"prefill", ms(times.prefill)},

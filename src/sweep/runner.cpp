@@ -184,6 +184,12 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
     std::vector<int32_t> gen;
     for (const auto& st : o.steps) gen.push_back(int32_t(st.generated));
     r.datasets.push_back({"steps/generated", gen, "tokens"});
+    // Per-step phase times: level 0 is the drafter, l >= 1 the verifying levels.
+    for (size_t l = 0; l <= o.levels.size(); ++l) {
+      std::vector<int64_t> ns;
+      for (const auto& st : o.steps) ns.push_back(l < st.ns.size() ? st.ns[l] : 0);
+      r.datasets.push_back({"steps/ns_l" + std::to_string(l), ns, "ns"});
+    }
   }
   return r;
 }

@@ -90,6 +90,9 @@ for name, g in runs.items():
         assert g[f"steps/drafted_l{l}"][:].sum() == t[f"drafted_l{l}"], (name, l)
         assert g[f"steps/accepted_l{l}"][:].sum() == t[f"accepted_l{l}"], (name, l)
     assert g["steps/generated"][:].sum() == n
+    for l in range(1, L + 1):  # per-step phase times sum to the level's total
+        assert g[f"steps/ns_l{l}"][:].sum() == t[f"ns_l{l}"], (name, l)
+    assert g["steps/ns_l0"][:].min() >= 0
     assert t["prefill_reused"] == 1
     phases = sum(t[k] for k in ["draft_ns", "middle_ns", "verify_ns", "retrieval_rebuild_ns"])
     assert 0 < phases <= t["decode_ns"] <= t["total_ns"], name

@@ -67,6 +67,18 @@ void check_metrics(const ChainResult& r) {
     EXPECT_LE(m.accepted, m.drafted);
   }
   EXPECT_EQ(r.levels.back().steps, r.top_steps);
+  // Per-step phase times telescope to each level's total (level 0: the drafter).
+  ASSERT_EQ(int64_t(r.steps.size()), r.top_steps);
+  for (size_t l = 0; l < r.levels.size(); ++l) {
+    int64_t sum = 0;
+    for (const auto& st : r.steps) {
+      ASSERT_EQ(st.ns.size(), r.levels.size());
+      EXPECT_GE(st.ns[l], 0);
+      sum += st.ns[l];
+    }
+    EXPECT_EQ(sum, r.levels[l].ns) << "level " << l;
+  }
+  EXPECT_GT(r.levels.back().ns, 0);
 }
 
 constexpr int64_t kNew = 128;
