@@ -13,6 +13,7 @@
 #include "model/checkpoint.h"
 #include "spec/chain.h"
 #include "spec/stats.h"
+#include "exact_distribution.h"
 #include "tiny_model.h"
 
 using namespace tf;
@@ -198,24 +199,6 @@ TEST(SpecChain, CachesHoldTheCommittedPrefix) {
 namespace {
 
 // The exact distributions of the first and second generated tokens of the target.
-void exact_first_two(LlamaModel& m, const std::vector<int32_t>& prompt, const SamplingParams& sp,
-                     std::vector<double>& p1, std::vector<double>& p2) {
-  const int64_t V = m.config().vocab_size;
-  FullKVCache cache = m.make_cache(int64_t(prompt.size()) + 2);
-  Tensor lg = m.forward(prompt, cache, 1);
-  std::vector<float> d(static_cast<size_t>(V)), d2(static_cast<size_t>(V));
-  sampling_distribution(lg.ptr<float>(), V, sp, d.data());
-  p1.assign(d.begin(), d.end());
-  p2.assign(size_t(V), 0.0);
-  for (int32_t x = 0; x < V; ++x) {
-    if (d[size_t(x)] <= 0) continue;
-    cache.truncate(int64_t(prompt.size()));
-    Tensor l2 = m.forward(std::vector<int32_t>{x}, cache, 1);
-    sampling_distribution(l2.ptr<float>(), V, sp, d2.data());
-    for (int64_t y = 0; y < V; ++y) p2[size_t(y)] += double(d[size_t(x)]) * double(d2[size_t(y)]);
-  }
-}
-
 struct Lossless {
   ChiSquare first, second;
 };
@@ -225,7 +208,7 @@ Lossless run_lossless(Drafter& d, std::vector<LlamaModel*> levels, ChainOptions 
   LlamaModel& target = *levels.back();
   const int64_t V = target.config().vocab_size;
   std::vector<double> p1, p2;
-  exact_first_two(target, prompt, base, p1, p2);
+  tf::testing::exact_first_two(target, prompt, base, p1, p2);
   opt.max_context = 64;
   SpecChain chain(d, levels, opt);
   std::vector<int64_t> c1(size_t(V), 0), c2(size_t(V), 0);

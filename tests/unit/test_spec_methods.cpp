@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "spec/methods.h"
 #include "spec/stats.h"
+#include "exact_distribution.h"
 #include "tiny_model.h"
 
 using namespace tf;
@@ -191,24 +192,6 @@ TEST(Methods, SnapshotReuseEqualsFreshPrefill) {
 namespace {
 
 // The exact distributions of the target's first and second generated tokens.
-void exact_first_two(LlamaModel& m, const std::vector<int32_t>& prompt, const SamplingParams& sp,
-                     std::vector<double>& p1, std::vector<double>& p2) {
-  const int64_t V = m.config().vocab_size;
-  FullKVCache cache = m.make_cache(int64_t(prompt.size()) + 2);
-  Tensor lg = m.forward(prompt, cache, 1);
-  std::vector<float> d(static_cast<size_t>(V)), d2(static_cast<size_t>(V));
-  sampling_distribution(lg.ptr<float>(), V, sp, d.data());
-  p1.assign(d.begin(), d.end());
-  p2.assign(size_t(V), 0.0);
-  for (int32_t x = 0; x < V; ++x) {
-    if (d[size_t(x)] <= 0) continue;
-    cache.truncate(int64_t(prompt.size()));
-    Tensor l2 = m.forward(std::vector<int32_t>{x}, cache, 1);
-    sampling_distribution(l2.ptr<float>(), V, sp, d2.data());
-    for (int64_t y = 0; y < V; ++y) p2[size_t(y)] += double(d[size_t(x)]) * double(d2[size_t(y)]);
-  }
-}
-
 struct Lossless {
   ChiSquare first, second;
 };
@@ -217,7 +200,7 @@ Lossless lossless(LlamaModel& target, MethodRequest req, const std::vector<int32
                   int64_t trials) {
   const int64_t V = target.config().vocab_size;
   std::vector<double> p1, p2;
-  exact_first_two(target, prompt, req.sampling, p1, p2);
+  tf::testing::exact_first_two(target, prompt, req.sampling, p1, p2);
   PrefillSnapshot snap(target, prompt);
   std::vector<int64_t> c1(size_t(V), 0), c2(size_t(V), 0);
   req.max_new_tokens = 2;
