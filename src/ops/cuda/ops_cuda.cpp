@@ -35,8 +35,10 @@ void expect_half(const char* op, const char* what, const Tensor& t, DType dt) {
 }
 int64_t rowlen(const Tensor& t) { return t.shape.empty() ? 1 : t.numel() / t.shape[0]; }
 
-// Split-KV scratch for attention, grown to the largest request and kept
-// (the model sizes it once, up front, through its first forward).
+// Split-KV scratch for attention, kept for the process. It grows with the
+// context (one split per 512 slots), so it at least doubles each time: a
+// long generation reallocates a handful of times, not every 512 tokens. The
+// memory plan reserves room for it.
 struct Workspace {
   void* ptr = nullptr;
   size_t bytes = 0;
@@ -44,8 +46,9 @@ struct Workspace {
     if (need > bytes) {
       if (ptr) CUDA_CHECK(cudaFree(ptr));
       ptr = nullptr;
-      CUDA_CHECK(cudaMalloc(&ptr, need));
-      bytes = need;
+      const size_t grown = std::max(need, 2 * bytes);
+      CUDA_CHECK(cudaMalloc(&ptr, grown));
+      bytes = grown;
     }
     return static_cast<float*>(ptr);
   }
