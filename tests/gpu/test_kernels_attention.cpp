@@ -7,6 +7,7 @@
 // SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
+#include "random_data.h"
 #include "require_device.h"
 
 #include <cmath>
@@ -36,13 +37,7 @@ struct Case {
 };
 
 #ifdef TRIFORCE_HAVE_CUDA
-void fill_uniform(std::vector<float>& v, size_t begin, size_t end, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = begin; i < end; ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    v[i] = float(int64_t(s >> 40) - (1ll << 23)) / float(1ll << 23);  // [-1, 1)
-  }
-}
+using tf::testing::fill_uniform;
 
 void run_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "L=" << c.L << " D=" << c.D << " H=" << c.H << " KH=" << c.KH << " n=" << c.n

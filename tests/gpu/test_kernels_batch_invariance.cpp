@@ -6,6 +6,7 @@
 // are poisoned with NaN before every launch.
 #include <gtest/gtest.h>
 
+#include "random_data.h"
 #include "require_device.h"
 
 #include <cmath>
@@ -26,11 +27,8 @@ using namespace tf::cuda;
 
 std::vector<float> uniform(size_t n, uint64_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (auto& x : v) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    x = scale * (float(int64_t(s >> 40) - (1ll << 23)) / float(1ll << 23));
-  }
+  tf::testing::fill_uniform(v, 0, n, seed);
+  for (auto& x : v) x *= scale;
   return v;
 }
 
