@@ -24,9 +24,13 @@ __global__ void kv_write_kernel(uint4* __restrict__ kc, uint4* __restrict__ vc, 
 }
 
 template <class T>
-__global__ void random_kernel(T* __restrict__ out, int64_t count, uint64_t seed, float mean, float scale,
-                              bool uniform) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void random_kernel(T* __restrict__ out, RandomFillParams p) {
+  const uint64_t seed = p.seed;
+  const float mean = p.mean, scale = p.scale;
+  const bool uniform = p.uniform;
+  for (int64_t li = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; li < p.count;
+       li += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = p.first + (p.cols > 0 ? (li / p.cols) * p.full_cols + li % p.cols : li);
     const float u1 = philox_uniform(seed, 2 * uint64_t(i));
     float v;
     if (uniform) {
@@ -36,7 +40,7 @@ __global__ void random_kernel(T* __restrict__ out, int64_t count, uint64_t seed,
       const float r = sqrtf(-2.0f * logf(fmaxf(u1, 1e-12f)));
       v = mean + scale * r * cospif(2.0f * u2);
     }
-    out[i] = from_f32<T>(v);
+    out[li] = from_f32<T>(v);
   }
 }
 
@@ -74,14 +78,13 @@ void kv_write(const KvWriteParams& p, cudaStream_t stream) {
 void random_fill(const RandomFillParams& p, cudaStream_t stream) {
   if (p.count == 0) return;
   TF_CHECK(p.out, "cuda::random_fill: null output");
+  TF_CHECK(p.cols == 0 || (p.cols > 0 && p.full_cols >= p.cols && p.count % p.cols == 0),
+           "cuda::random_fill: window of " << p.cols << " columns in rows of " << p.full_cols
+                                           << " does not tile " << p.count << " elements");
   if (p.dtype == DType::F32) {
-    random_kernel<float><<<blocks_for(p.count), 256, 0, stream>>>(static_cast<float*>(p.out), p.count, p.seed,
-                                                                   p.mean, p.scale, p.uniform);
+    random_kernel<float><<<blocks_for(p.count), 256, 0, stream>>>(static_cast<float*>(p.out), p);
   } else {
-    TF_DISPATCH_HALF(p.dtype, T, {
-      random_kernel<T><<<blocks_for(p.count), 256, 0, stream>>>(static_cast<T*>(p.out), p.count, p.seed, p.mean,
-                                                                 p.scale, p.uniform);
-    });
+    TF_DISPATCH_HALF(p.dtype, T, { random_kernel<T><<<blocks_for(p.count), 256, 0, stream>>>(static_cast<T*>(p.out), p); });
   }
   CUDA_CHECK_LAUNCH();
 }

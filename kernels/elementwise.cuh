@@ -38,9 +38,16 @@ struct RandomFillParams {
   float mean = 0.0f;            // normal(mean, scale) when uniform == false
   float scale = 0.02f;          // uniform: [mean - scale, mean + scale)
   bool uniform = false;
+  // A window of a larger row-major matrix [.., full_cols]: local element i is
+  // element first + (i / cols) * full_cols + i % cols of the whole, so a
+  // tensor-parallel rank makes exactly its slice of the unsharded weights.
+  // cols == 0: the local elements are the whole's first + i.
+  int64_t first = 0;
+  int64_t cols = 0;
+  int64_t full_cols = 0;
 };
-// Element i uses Philox draws (seed, 2i) and (seed, 2i + 1) (Box-Muller), so a
-// fill is reproducible and independent of the launch shape.
+// Element i of the whole uses Philox draws (seed, 2i) and (seed, 2i + 1)
+// (Box-Muller), so a fill is reproducible and independent of the launch shape.
 void random_fill(const RandomFillParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

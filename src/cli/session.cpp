@@ -2,7 +2,7 @@
 
 #include "core/device.h"
 #include "dist/launch.h"
-#include "dist/nccl_bootstrap.h"
+#include "dist/gpu_comm.h"
 #include "dist/tensor_parallel.h"
 #include "model/weights_device.h"
 
@@ -43,10 +43,11 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   dist::Communicator* nccl_comm = nullptr;
 #ifdef TRIFORCE_HAVE_CUDA
   // Before anything touches a GPU: under a launcher each rank takes the GPU of
-  // its local rank and joins the NCCL communicator (made once per process).
-  if (dev.device == Device::CUDA && dist::world().mpi && !synthetic) {
+  // its local rank and joins the NCCL communicator (made once per process;
+  // host-staged MPI when ranks share a GPU, see dist/gpu_comm.h).
+  if (dev.device == Device::CUDA && dist::world().mpi) {
     // Never destroyed: ncclCommDestroy after MPI_Finalize / CUDA teardown can hang.
-    static dist::Communicator* nccl = dist::make_nccl_communicator(nullptr).release();
+    static dist::Communicator* nccl = dist::make_gpu_communicator().release();
     nccl_comm = nccl;
   }
 #endif
@@ -68,13 +69,15 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     TF_CHECK(!synthetic, path << ": synthetic models have no tokenizer; give --prompt-tokens");
     s.tokenizer = load_tokenizer(path);
   }
-  TF_CHECK(!(synthetic && dist::tp_active()), path << ": synthetic models run in one process");
+  TF_CHECK(!(synthetic && dist::tp_active() && dev.device != Device::CUDA),
+           path << ": synthetic models are tensor-parallel on CUDA only (add --device cuda)");
   // Under a launcher (mpirun -np N, N >= 1) the CUDA model runs the NCCL
   // path: this rank's shard, NCCL allreduces and logits all-gather.
   if (nccl_comm) {
     const ShardSpec shard = dist::tp_shard(cfg, path);
-    s.model = std::make_unique<LlamaModel>(
-        cfg, upload_weights(LlamaWeights::load(*ck->weights, cfg, shard), dev.device, dev.dtype), chunk, nccl_comm);
+    LlamaWeights w = synthetic ? synthetic_weights(cfg, dev.device, dev.dtype, 1234, shard)
+                               : upload_weights(LlamaWeights::load(*ck->weights, cfg, shard), dev.device, dev.dtype);
+    s.model = std::make_unique<LlamaModel>(cfg, std::move(w), chunk, nccl_comm);
     if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
     return s;
   }

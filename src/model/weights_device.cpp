@@ -114,37 +114,77 @@ ModelConfig synthetic_config(const std::string& path) {
   return config_from_hf_json_text(s.config_json, path);
 }
 
-LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed) {
+LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed, ShardSpec shard) {
   if (dev == Device::CPU) {
     TF_CHECK(dt == DType::F32, "synthetic weights on the CPU are f32");
+    TF_CHECK(shard.size == 1, "synthetic weights on the CPU are made in one process (tensor parallelism needs CUDA)");
     return LlamaWeights::random(cfg, seed);
   }
 #ifdef TRIFORCE_HAVE_CUDA
+  const int64_t hd = cfg.head_dim, hid = cfg.hidden_size, inter = cfg.intermediate_size;
+  const int64_t H = cfg.num_heads, KH = cfg.num_kv_heads, N = shard.size;
+  TF_CHECK(N >= 1 && shard.rank >= 0 && shard.rank < N, "synthetic weights: shard " << shard.rank << " of " << N);
+  TF_CHECK(KH % N == 0 && inter % N == 0,
+           "tensor-parallel size " << N << " does not divide the model's " << KH << " KV heads (" << H
+                                   << " query heads) and intermediate size " << inter);
+  // This rank's heads and intermediate rows, as LlamaWeights::load slices a checkpoint.
+  const int64_t kvl = KH / N, hl = kvl * (H / KH), il = inter / N;
+  const int64_t kv0 = shard.rank * kvl, h0 = shard.rank * hl, i0 = shard.rank * il;
+  const int64_t qd = H * hd, kd = KH * hd;
+  // Each tensor of the unsharded model has its own Philox seed, drawn in a
+  // fixed order, and a shard fills windows of it: every TP size gets the
+  // same numbers.
   uint64_t stream = seed * 1000003ull;
-  auto fill = [&](std::vector<int64_t> shape, bool norm) {
+  struct Window {
+    int64_t first_row, rows, first_col, cols, full_cols;
+  };
+  auto fill = [&](std::vector<int64_t> shape, bool norm, std::initializer_list<Window> windows = {}) {
     Tensor t = empty_tensor(dev, dt, std::move(shape));
     cuda::RandomFillParams p;
-    p.out = t.data, p.count = t.numel(), p.dtype = dt, p.seed = ++stream;
+    p.dtype = dt, p.seed = ++stream;
     p.mean = norm ? 1.0f : 0.0f, p.scale = norm ? 0.2f : 0.02f, p.uniform = norm;
-    cuda::random_fill(p);
+    if (windows.size() == 0) {
+      p.out = t.data, p.count = t.numel();
+      cuda::random_fill(p);
+      return t;
+    }
+    int64_t at = 0;  // the windows stack by rows in t
+    for (const Window& w : windows) {
+      p.out = static_cast<uint8_t*>(t.data) + size_t(at) * dtype_size(dt);
+      p.count = w.rows * w.cols;
+      p.first = w.first_row * w.full_cols + w.first_col, p.cols = w.cols, p.full_cols = w.full_cols;
+      cuda::random_fill(p);
+      at += p.count;
+    }
     return t;
   };
-  const int64_t hd = cfg.head_dim, hid = cfg.hidden_size, inter = cfg.intermediate_size;
   LlamaWeights w;
-  w.local_heads = cfg.num_heads, w.local_kv_heads = cfg.num_kv_heads, w.local_intermediate = inter;
+  w.shard = shard;
+  w.local_heads = hl, w.local_kv_heads = kvl, w.local_intermediate = il;
   w.embed = fill({cfg.vocab_size, hid}, false);
   w.final_norm = fill({hid}, true);
-  w.lm_head = cfg.tie_word_embeddings ? w.embed : fill({cfg.vocab_size, hid}, false);
+  w.head_rows = shard.vocab_parallel_head && N > 1 ? vocab_slice(cfg.vocab_size, shard.rank, N)
+                                                   : VocabSlice{0, cfg.vocab_size};
+  const int64_t vr = w.head_rows.size();
+  if (cfg.tie_word_embeddings) {
+    w.lm_head = w.embed;  // a view of this rank's embedding rows
+    w.lm_head.data = static_cast<uint8_t*>(w.embed.data) + size_t(w.head_rows.begin * hid) * dtype_size(dt);
+    w.lm_head.shape = {vr, hid};
+  } else {
+    w.lm_head = fill({vr, hid}, false, {{w.head_rows.begin, vr, 0, hid, hid}});
+  }
   for (int64_t l = 0; l < cfg.num_layers; ++l) {
     LayerWeights L;
     L.attn_norm = fill({hid}, true), L.mlp_norm = fill({hid}, true);
-    const int64_t qd = cfg.num_heads * hd, kd = cfg.num_kv_heads * hd;
-    L.wqkv = fill({qd + 2 * kd, hid}, false);
-    split_views(L.wqkv, {&L.wq, &L.wk, &L.wv}, {qd, kd, kd});
-    L.wo = fill({hid, qd}, false);
-    L.w_gate_up = fill({2 * inter, hid}, false);
-    split_views(L.w_gate_up, {&L.w_gate, &L.w_up}, {inter, inter});
-    L.w_down = fill({hid, inter}, false);
+    // the whole stacked [q; k; v] is [qd + 2 kd, hid]; this rank's rows of each
+    L.wqkv = fill({(hl + 2 * kvl) * hd, hid}, false,
+                  {{h0 * hd, hl * hd, 0, hid, hid}, {qd + kv0 * hd, kvl * hd, 0, hid, hid},
+                   {qd + kd + kv0 * hd, kvl * hd, 0, hid, hid}});
+    split_views(L.wqkv, {&L.wq, &L.wk, &L.wv}, {hl * hd, kvl * hd, kvl * hd});
+    L.wo = fill({hid, hl * hd}, false, {{0, hid, h0 * hd, hl * hd, qd}});  // row-parallel: its columns
+    L.w_gate_up = fill({2 * il, hid}, false, {{i0, il, 0, hid, hid}, {inter + i0, il, 0, hid, hid}});
+    split_views(L.w_gate_up, {&L.w_gate, &L.w_up}, {il, il});
+    L.w_down = fill({hid, il}, false, {{0, hid, i0, il, inter}});
     w.layers.push_back(std::move(L));
   }
   device_synchronize();

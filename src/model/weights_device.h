@@ -20,7 +20,10 @@ std::vector<std::string> synthetic_model_names();
 // The config of a synthetic model (one-line error listing the names otherwise).
 ModelConfig synthetic_config(const std::string& path);
 // normal(0, 0.02) matrices and norms in [0.8, 1.2], seeded; on CUDA filled by
-// a Philox kernel, on the CPU by LlamaWeights::random (f32).
-LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed = 1234);
+// a Philox kernel, on the CPU by LlamaWeights::random (f32). On CUDA a shard
+// holds exactly its tensor-parallel slices of the unsharded model's numbers
+// (the slicing of LlamaWeights::load, vocab-parallel lm_head included).
+LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed = 1234,
+                               ShardSpec shard = {});
 
 }  // namespace tf
