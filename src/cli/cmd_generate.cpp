@@ -12,6 +12,10 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "core/device.h"
+#include "dist/launch.h"
+#include "dist/step_driver.h"
+#include "dist/target_levels.h"
+#include "dist/tensor_parallel.h"
 #include "spec/methods.h"
 #include "spec/reretrieval.h"
 
@@ -46,6 +50,38 @@ const char* kBudgetHelp =
 const char* kWindowHelp =
     "draft StreamingLLM recent window W. Default: the paper's 256-slot draft cache (16 + 234 at gamma2 = 6) "
     "scaled to the budget: max(chunk, min(256, B) - sink - gamma_top)";
+
+const char* kTpModeHelp =
+    "how the ranks of mpirun -np N (N > 1) work together: driven = rank 0 holds the draft and runs the method, "
+    "the workers serve the target steps it broadcasts (prefill, forwards on the full/retrieval/streaming cache, "
+    "rollback, re-retrieval); lockstep = every rank runs the method (and its draft) on its shard. A layerskip:K "
+    "draft under driven is the target's first K layers read whole by rank 0";
+
+// The "tp" object of --json: per rank, tokens forwarded by every model of the
+// process and by the target (driven: the workers forward only the target's
+// steps, so a draft shows up on rank 0 alone), and the step protocol's traffic.
+nlohmann::json tp_json(const LlamaModel& target) {
+  const std::vector<int64_t> c = dist::rank_counters(target);
+  nlohmann::json j;
+  j["size"] = dist::world().size;
+  j["mode"] = !dist::tp_active() ? "none" : dist::tp_driven() ? "driven" : "lockstep";
+  std::vector<int64_t> all, tgt, ops;
+  for (size_t r = 0; r + 2 < c.size(); r += 3) {
+    all.push_back(c[r]);
+    tgt.push_back(c[r + 1]);
+    ops.push_back(c[r + 2]);
+  }
+  j["forwarded_tokens"] = all;
+  j["target_forwarded_tokens"] = tgt;
+  if (dist::tp_driven()) {
+    const dist::ChannelStats& st = dist::step_driver().stats();
+    j["ops"] = ops;
+    j["batches"] = st.batches;
+    j["bytes"] = st.bytes;
+    j["bcast_ms"] = st.bcast_s * 1e3;
+  }
+  return j;
+}
 
 std::vector<int64_t> parse_gammas(const std::string& csv) {
   std::vector<int64_t> g;
@@ -101,9 +137,11 @@ int cmd_generate(const std::vector<std::string>& args) {
       "when a retrieval level rebuilds its cache: never | every:N (generated tokens) | below:A (rolling acceptance)")(
       "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
-      "json", po::bool_switch(), "print one JSON object with the result as the last line");
+      "json", po::bool_switch(), "print one JSON object with the result as the last line")(
+      "tp-mode", po::value<std::string>()->default_value("driven"), kTpModeHelp);
   po::variables_map vm;
   if (!parse("generate", args, desc, vm)) return 0;
+  dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
 
   const int64_t n_prompt_sources = vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-tokens");
   TF_CHECK(n_prompt_sources == 1, "generate: give exactly one of --prompt, --prompt-file and --prompt-tokens");
@@ -163,6 +201,10 @@ int cmd_generate(const std::vector<std::string>& args) {
   // counted once tokenized; until then the plan assumes 4096 tokens of it).
   dev.plan_context = (prompt.empty() ? 4096 : int64_t(prompt.size())) + req.max_new_tokens + 64;
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty(), dev);
+  if (dist::tp_driven() && dist::is_worker()) {
+    dist::serve_steps(*s.model);  // rank 0 decides everything from here on; shutdown ends it
+    return 0;
+  }
   if (!s.tokenizer) {
     try {
       s.tokenizer = load_tokenizer(path);
@@ -189,8 +231,9 @@ int cmd_generate(const std::vector<std::string>& args) {
 
   // One prefill serves both methods of a --compare.
   spec::DraftModels drafts;
-  spec::PrefillSnapshot snap(*s.model, prompt);
-  spec::MethodOutcome o = spec::run_method(*s.model, req, prompt, &snap, &drafts);
+  req.target_path = path;
+  std::unique_ptr<spec::PrefillSnapshot> snap = dist::TargetLevels(*s.model).snapshot(prompt);
+  spec::MethodOutcome o = spec::run_method(*s.model, req, prompt, snap.get(), &drafts);
   o.prefill_reused = false;  // this run's own prefill
   std::unique_ptr<spec::MethodOutcome> cmp;
   if (vm.count("compare")) {
@@ -202,7 +245,8 @@ int cmd_generate(const std::vector<std::string>& args) {
     other.stop_ids = req.stop_ids;
     other.chunk = req.chunk;
     other.sink = req.sink;
-    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method(*s.model, other, prompt, &snap, &drafts));
+    other.target_path = path;
+    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method(*s.model, other, prompt, snap.get(), &drafts));
   }
 
   auto text_of = [&](const std::vector<int32_t>& toks) {
@@ -255,8 +299,11 @@ int cmd_generate(const std::vector<std::string>& args) {
       std::fprintf(stderr, "  decode speedup of %s over %s: %.2fx\n", o.method.c_str(), cmp->method.c_str(),
                    cmp->decode_ms_per_token / o.decode_ms_per_token);
   }
+  // Lockstep: every rank reaches this point (the counters are a collective).
+  const nlohmann::json tp = vm["json"].as<bool>() ? tp_json(*s.model) : nlohmann::json();
   if (vm["json"].as<bool>()) {
     nlohmann::json j = o.to_json();
+    j["tp"] = tp;
     j["reretrieve"] = req.reretrieve;
     j["model"] = path;
     j["device"] = device;

@@ -33,7 +33,7 @@ namespace {
 // Options that steer the process, not the results: left out of /config so a
 // resume with --quiet (or another shard file) matches.
 const std::set<std::string> kNotInConfig = {"help", "config", "out", "shard", "dry-run", "quiet", "est-gflops",
-                                            "est-gbps"};
+                                            "est-gbps", "tp-mode"};
 
 std::string value_text(const boost::any& v) {
   if (auto* s = boost::any_cast<std::string>(&v)) return *s;
@@ -199,7 +199,10 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "dry-run", po::bool_switch(), "print the grid, the memory plan and a time estimate; run nothing")(
       "quiet", po::bool_switch(), "no progress lines")(
       "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
-      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)");
+      "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)")(
+      "tp-mode", po::value<std::string>()->default_value("driven"),
+      "under mpirun -np N (N > 1): driven = rank 0 runs every point (and holds the drafts), the workers serve its "
+      "target steps; lockstep = every rank runs every point on its shard");
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                  "INI file with any of these keys; the command line wins");
   po::variables_map vm;
@@ -227,9 +230,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
   TF_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '" << device << "'");
   const sweep::Shard shard = sweep::Shard::parse(vm["shard"].as<std::string>());
   const bool dry = vm["dry-run"].as<bool>();
+  dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
   const bool quiet = vm["quiet"].as<bool>();
-  // Tensor parallelism: every rank runs the same points in the same order on
-  // its shard (identical logits, identical paths); only rank 0 locks and writes.
+  // Tensor parallelism: driven, rank 0 runs the points and the workers serve
+  // its target steps; lockstep, every rank runs the same points in the same
+  // order on its shard (identical logits, identical paths). Only rank 0 locks and writes.
   const bool writer_rank = dist::writes_outputs();
 
   sweep::GridSpec g;
@@ -300,6 +305,10 @@ int cmd_sweep(const std::vector<std::string>& args) {
     if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false,
                            parse_device(device, vm["dtype"].as<std::string>()));
+  if (dist::tp_driven() && dist::is_worker()) {
+    dist::serve_steps(*s.model);  // rank 0 runs the points; shutdown ends it
+    return 0;
+  }
 
   sweep::FileHeader header;
   header.config = resolved_config(desc, vm, path);
@@ -317,6 +326,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   sweep::RunnerOptions ro;
   if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
   ro.shard = shard.index;
+  ro.target_path = path;
   ro.progress = !quiet && writer_rank;
   const sweep::SweepStats st = sweep::run_points(*s.model, tok.get(), prompts, mine, writer, ro);
   if (!quiet && writer_rank)

@@ -19,16 +19,26 @@ const char* op_name(Op op) {
     case Op::reset: return "reset";
     case Op::rebuild: return "rebuild";
     case Op::shutdown: return "shutdown";
+    case Op::create_streaming: return "create_streaming";
+    case Op::snapshot: return "snapshot";
+    case Op::drop_snapshot: return "drop_snapshot";
+    case Op::seed: return "seed";
+    case Op::rebuild_from: return "rebuild_from";
+    case Op::stats: return "stats";
   }
   return "?";
 }
 
 bool op_computes(Op op) {
-  return op == Op::begin || op == Op::logits || op == Op::rebuild || op == Op::shutdown;
+  return op == Op::begin || op == Op::logits || op == Op::rebuild || op == Op::shutdown || op == Op::snapshot ||
+         op == Op::rebuild_from || op == Op::stats;
 }
 
 namespace {
-bool has_seq(Op op) { return op == Op::begin || op == Op::logits || op == Op::sync || op == Op::rebuild; }
+bool has_seq(Op op) {
+  return op == Op::begin || op == Op::logits || op == Op::sync || op == Op::rebuild || op == Op::snapshot ||
+         op == Op::rebuild_from;
+}
 
 struct Writer {
   std::vector<uint8_t>& out;
@@ -79,7 +89,7 @@ std::vector<StepOp> StepCodec::decode(const std::vector<uint8_t>& bytes) {
   std::vector<StepOp> ops(n);
   for (StepOp& o : ops) {
     const uint8_t code = r.get<uint8_t>();
-    TF_CHECK(code >= uint8_t(Op::create_full) && code <= uint8_t(Op::shutdown),
+    TF_CHECK(code >= uint8_t(Op::create_full) && code <= kLastOp,
              "step protocol: unknown op code " << int(code));
     o.op = Op(code);
     o.id = r.get<int32_t>();
@@ -139,6 +149,12 @@ std::vector<uint8_t> StepChannel::receive() {
   ++stats_.batches;
   stats_.bytes += total;
   return bytes;
+}
+
+std::vector<int64_t> StepChannel::gather(const std::vector<int64_t>& mine) {
+  std::vector<int64_t> all(rank_ == 0 ? mine.size() * size_t(size_) : 0);
+  MPI_Gather(mine.data(), int(mine.size()), MPI_INT64_T, all.data(), int(mine.size()), MPI_INT64_T, 0, comm_);
+  return all;
 }
 
 }  // namespace tf::dist

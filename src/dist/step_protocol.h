@@ -29,7 +29,14 @@ enum class Op : uint8_t {
   reset = 7,             // id
   rebuild = 8,           // id, context: re-retrieval from the committed context
   shutdown = 9,
+  create_streaming = 10,  // id, sink, window, tail capacity: a level on a StreamingLLM cache
+  snapshot = 11,          // id, prompt: the target's prefill of the prompt (spec::PrefillSnapshot)
+  drop_snapshot = 12,     // id
+  seed = 13,              // id, snapshot id, n: the level starts from the snapshot (no forward)
+  rebuild_from = 14,      // id, top id, context: re-retrieval from the full level `top`'s cache
+  stats = 15,             // every worker answers with its counters (StepChannel::gather)
 };
+constexpr uint8_t kLastOp = uint8_t(Op::stats);
 const char* op_name(Op op);
 
 struct StepOp {
@@ -71,6 +78,9 @@ class StepChannel {
   int size() const { return size_; }
   void send(const std::vector<uint8_t>& bytes);  // rank 0
   std::vector<uint8_t> receive();                 // workers
+  // Every rank contributes `mine` (the same length everywhere); rank 0 gets
+  // them all, rank-major, the others an empty vector.
+  std::vector<int64_t> gather(const std::vector<int64_t>& mine);
   const ChannelStats& stats() const { return stats_; }
 
   static constexpr int kFrame = 512;

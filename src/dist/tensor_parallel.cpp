@@ -13,9 +13,12 @@ namespace tf::dist {
 namespace {
 // Process-wide, created on first use under tensor parallelism (never in one process).
 struct TpState {
+  TpMode mode = TpMode::driven;
   std::unique_ptr<MpiCommunicator> comm;
   std::unique_ptr<StepChannel> channel;
-  std::unique_ptr<StepDriver> driver;  // rank 0, op-stream mode only
+  std::unique_ptr<StepDriver> driver;  // rank 0, driven mode only
+  // Drivers of earlier serve sessions: kept, since a level may still point at one.
+  std::vector<std::unique_ptr<StepDriver>> past_drivers;
 };
 TpState& state() {
   static TpState s;
@@ -26,6 +29,16 @@ TpState& state() {
 bool tp_active() { return world().size > 1; }
 bool is_worker() { return tp_active() && world().rank != 0; }
 bool writes_outputs() { return !is_worker(); }
+
+TpMode parse_tp_mode(const std::string& s) {
+  if (s == "driven") return TpMode::driven;
+  if (s == "lockstep") return TpMode::lockstep;
+  TF_FAIL("--tp-mode " << s << ": expected driven (rank 0 runs the method, workers serve its target steps) or "
+                       << "lockstep (every rank runs the method)");
+}
+void set_tp_mode(TpMode m) { state().mode = m; }
+TpMode tp_mode() { return state().mode; }
+bool tp_driven() { return tp_active() && state().mode == TpMode::driven; }
 
 void check_tp_option(int64_t tp) {
   if (tp == 0) return;
@@ -82,8 +95,20 @@ std::unique_ptr<LlamaModel> load_model_shard(const Checkpoint& ck, int64_t max_c
 StepDriver& step_driver() {
   TF_CHECK(tp_active() && !is_worker(), "step driver: only rank 0 of a tensor-parallel job drives");
   TpState& s = state();
+  // After a shutdown the workers' next serve_steps starts a new session (new ids, new sequence deltas).
+  if (s.driver && s.driver->is_shut_down()) s.past_drivers.push_back(std::move(s.driver));
   if (!s.driver) s.driver = std::make_unique<StepDriver>(channel());
   return *s.driver;
+}
+
+std::vector<int64_t> rank_counters(const LlamaModel& target) {
+  if (!tp_active()) return StepServer::counters(target, 0);
+  if (tp_driven()) {
+    if (is_worker()) return {};  // a worker answers from its serve loop
+    StepDriver& d = step_driver();
+    return d.gather_stats(StepServer::counters(target, d.ops_queued() + 1));  // + the stats op
+  }
+  return channel().gather(StepServer::counters(target, 0));
 }
 
 int64_t serve_steps(LlamaModel& model) {

@@ -32,9 +32,18 @@ GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, co
   TF_CHECK(cache.length() + max_new_tokens - 1 <= cache.capacity(),
            "generate: " << cache.length() << " cached tokens + --max-new-tokens (" << max_new_tokens
                         << ") exceed the KV capacity " << cache.capacity());
-  GenerateResult r;
-  const int64_t vocab = model.config().vocab_size;
   Tensor logits;
+  return decode_autoregressive(last_logits, model.config().vocab_size, max_new_tokens, sp, stop_ids,
+                               [&](int32_t tok) {
+                                 logits = model.forward(std::vector<int32_t>{tok}, cache, 1);
+                                 return logits.ptr<float>();
+                               });
+}
+
+GenerateResult decode_autoregressive(const float* last_logits, int64_t vocab, int64_t max_new_tokens,
+                                     const SamplingParams& sp, const std::vector<int64_t>& stop_ids,
+                                     const std::function<const float*(int32_t)>& next) {
+  GenerateResult r;
   const float* lg = last_logits;
   auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
   auto t1 = std::chrono::steady_clock::now();
@@ -48,8 +57,7 @@ GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, co
     }
     if (i + 1 == max_new_tokens) break;
     if (i == 0) t1 = std::chrono::steady_clock::now();
-    logits = model.forward(std::vector<int32_t>{tok}, cache, 1);
-    lg = logits.ptr<float>();
+    lg = next(tok);
   }
   r.decode_ms = r.tokens.size() > 1 ? ms_since(t1) : 0.0;
   return r;

@@ -2,6 +2,7 @@
 // the reference every speculative method must reproduce at T = 0.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gen/sampling.h"
@@ -27,5 +28,12 @@ GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, co
 GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, const float* last_logits,
                                        int64_t max_new_tokens, const SamplingParams& sp,
                                        const std::vector<int64_t>& stop_ids);
+
+// The decode loop over any forward: token i is drawn from the logits [vocab]
+// after token i - 1 (last_logits for i = 0), and next(token) returns the
+// logits after it (called for every token but the last).
+GenerateResult decode_autoregressive(const float* last_logits, int64_t vocab, int64_t max_new_tokens,
+                                     const SamplingParams& sp, const std::vector<int64_t>& stop_ids,
+                                     const std::function<const float*(int32_t)>& next);
 
 }  // namespace tf

@@ -88,10 +88,18 @@ Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& toke
   }
 }
 
+namespace {
+int64_t g_forwarded = 0;  // every model of the process (forwards run on one thread)
+}  // namespace
+
+int64_t LlamaModel::process_forwarded_tokens() { return g_forwarded; }
+
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
                            FullKVCache& cache, int64_t n_out) {
   const int64_t n = int64_t(tokens.size());
   TF_CHECK(n > 0, "forward: no tokens");
+  forwarded_ += n;
+  g_forwarded += n;
   TF_CHECK(int64_t(positions.size()) == n,
            "forward: " << n << " tokens but " << positions.size() << " positions");
   if (n_out < 0) n_out = n;

@@ -50,6 +50,11 @@ class LlamaModel {
   Tensor forward_capturing_last_query(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
                                       std::vector<std::vector<float>>& last_query);
 
+  // Tokens forwarded by this model, and by every model of this process: the
+  // tensor-parallel runs report them per rank, which shows where a draft ran.
+  int64_t forwarded_tokens() const { return forwarded_; }
+  static int64_t process_forwarded_tokens();
+
  private:
   void run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                  const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row);
@@ -59,6 +64,7 @@ class LlamaModel {
   LlamaWeights w_;
   dist::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
+  int64_t forwarded_ = 0;
   Rope rope_;
   void upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "dist/target_levels.h"
 #include "gen/autoregressive.h"
 #include "model/checkpoint.h"
 #include "spec/reretrieval.h"
@@ -263,11 +264,18 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
 
 namespace {
 
+struct RetrievalLevelRef {
+  int level = 0;                          // chain level
+  dist::TargetLevel* target = nullptr;    // the target on a retrieval cache (rebuilt from the top level)
+  RetrievalRunner* other = nullptr;       // another model on one (rebuilt by its own prefill)
+};
+
 struct BuiltChain {
   std::vector<std::unique_ptr<LlamaModel>> owned_models;
   std::unique_ptr<Drafter> drafter;
   std::vector<std::unique_ptr<Verifier>> verifiers;  // levels 1..N-1
-  std::vector<std::pair<int, RetrievalRunner*>> retrieval;  // (chain level, runner)
+  dist::TargetLevel* top = nullptr;                  // verifiers.back()
+  std::vector<RetrievalLevelRef> retrieval;
 };
 
 double ms(int64_t ns) { return double(ns) / 1e6; }
@@ -286,37 +294,50 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   const int64_t P = int64_t(prompt.size());
   const int64_t max_new = req.max_new_tokens;
   const SamplingParams& sp = req.sampling;
+  const int64_t V = target.config().vocab_size;
+  // Every level on the target comes from here: local levels, or (rank 0 of a
+  // driven tensor-parallel job) levels whose mirrors the workers run.
+  dist::TargetLevels levels(target);
+  const bool driven = levels.driven();
 
   std::unique_ptr<PrefillSnapshot> own_snapshot;
   if (snapshot) {
     TF_CHECK(snapshot->prompt() == prompt && snapshot->fits(target),
              "prefill snapshot: taken for another prompt or model than this run's");
+    TF_CHECK(!driven || snapshot->mirror_id() >= 0,
+             "prefill snapshot: taken on rank 0 alone, but the workers of this driven tensor-parallel run need "
+             "theirs (take it with dist::TargetLevels::snapshot)");
     out.prefill_reused = true;
   } else {
-    own_snapshot = std::make_unique<PrefillSnapshot>(target, prompt, clock);
+    own_snapshot = levels.snapshot(prompt, clock);
     snapshot = own_snapshot.get();
   }
   out.times.prefill = snapshot->prefill_ns();
-  const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);  // what a cache holds before the first step
+  const int64_t head = P - 1;  // what a cache holds before the first step
 
   if (rm.chain.levels.empty()) {  // ar
     TF_CHECK(policy.kind == ReretrievePolicy::Kind::never,
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
-    FullKVCache cache = target.make_cache(P + max_new);
+    std::unique_ptr<dist::TargetLevel> top = levels.full(P + max_new);
     {
       ScopedPhase t(clock, out.times.setup);
-      copy_prefix(snapshot->cache(), P, cache);
+      top->seed(*snapshot, P);
     }
+    std::vector<int32_t> seq = prompt;
+    Tensor lg;
     const int64_t t0 = clock.now_ns();
-    GenerateResult g =
-        continue_autoregressive(target, cache, snapshot->last_logits().data(), max_new, sp, req.stop_ids);
+    GenerateResult g = decode_autoregressive(snapshot->last_logits().data(), V, max_new, sp, req.stop_ids,
+                                             [&](int32_t tok) {
+                                               seq.push_back(tok);
+                                               lg = top->logits(seq, 1);
+                                               return lg.ptr<float>();
+                                             });
     out.times.decode = clock.now_ns() - t0;
     out.times.verify = out.times.decode;
     out.tokens = g.tokens;
     out.stopped_at_eos = g.stopped_at_eos;
   } else {
     const auto& L = rm.chain.levels;
-    const int64_t V = target.config().vocab_size;
     int64_t spec_room = 8;
     for (int64_t g : rm.gammas) spec_room += g;
     const int64_t capacity = P + max_new + spec_room;
@@ -326,26 +347,60 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
     auto model_of = [&](const LevelSpec& l) -> LlamaModel& {
       if (l.source == LevelSpec::Source::target) return target;
       if (l.source == LevelSpec::Source::model) return dm.get(l.path, target);
+      if (driven) {  // rank 0 alone runs it: the first K layers whole, read once and kept
+        const std::string key = "layerskip:" + std::to_string(l.n);
+        if (!dm.find(key)) dm.put(key, levels.layer_skip_draft(req.target_path, l.n));
+        return *dm.find(key);
+      }
       bc.owned_models.push_back(std::make_unique<LlamaModel>(make_layer_skip_model(target, l.n)));
       return *bc.owned_models.back();
     };
-    // The target's prefill serves levels whose first layers are the target's.
-    auto shares_prefill = [](const LevelSpec& l) {
-      return l.source == LevelSpec::Source::target || l.source == LevelSpec::Source::layerskip;
-    };
     for (size_t i = 0; i < L.size(); ++i) {
       const LevelSpec& l = L[i];
+      const std::string where = (req.method == "chain" ? "--chain level " : "--method " + req.method + ": level ") +
+                                std::to_string(i + 1) + " (" + l.str() + ")";
       if (l.source == LevelSpec::Source::ngram) {
         bc.drafter = std::make_unique<NgramDrafter>(V, l.n);
         continue;
       }
       LlamaModel& model = model_of(l);
+      const bool on_target = l.source == LevelSpec::Source::target;
       std::unique_ptr<Verifier> v;
-      if (l.cache == LevelSpec::Cache::full) {
+      dist::TargetLevel* tl = nullptr;
+      if (on_target && l.cache == LevelSpec::Cache::streaming && i == 0) {
+        // The StreamingLLM drafter samples between its forwards; the step protocol mirrors verifier calls only.
+        TF_CHECK(!driven, where << ": the target as the StreamingLLM drafter cannot be driven by rank 0; run it with "
+                                << "--tp-mode lockstep, or draft with layerskip:K@streaming (rank 0 alone)");
+        bc.drafter = std::make_unique<StreamingDrafter>(model, l.sink, l.window, spec_room);
+        continue;
+      }
+      if (on_target) {
+        std::unique_ptr<dist::TargetLevel> t;
+        if (l.cache == LevelSpec::Cache::full) {
+          t = levels.full(capacity);
+          ScopedPhase ph(clock, out.times.setup);
+          t->seed(*snapshot, head);
+        } else if (l.cache == LevelSpec::Cache::retrieval) {
+          RetrievalOptions ro;
+          ro.budget = l.budget;
+          ro.chunk = l.chunk;
+          t = levels.retrieval(ro, max_new + spec_room);
+          ScopedPhase ph(clock, out.times.retrieval_build);
+          t->seed(*snapshot, P);
+        } else {
+          t = levels.streaming(l.sink, l.window, spec_room + 2);
+          ScopedPhase ph(clock, out.times.setup);
+          t->seed(*snapshot, head);
+        }
+        tl = t.get();
+        if (l.cache == LevelSpec::Cache::retrieval) bc.retrieval.push_back({int(i), tl, nullptr});
+        v = std::move(t);
+      } else if (l.cache == LevelSpec::Cache::full) {
         auto r = std::make_unique<ModelRunner>(model, capacity);
-        if (shares_prefill(l)) {
+        if (l.source == LevelSpec::Source::layerskip && !driven) {
+          // The target's first K layers on the same inputs: their K/V is the snapshot's.
           ScopedPhase t(clock, out.times.setup);
-          r->load_prefix(snapshot->cache(), head);
+          r->load_prefix(snapshot->cache(), std::vector<int32_t>(prompt.begin(), prompt.begin() + head));
         }
         v = std::move(r);
       } else if (l.cache == LevelSpec::Cache::retrieval) {
@@ -353,31 +408,25 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
         ro.budget = l.budget;
         ro.chunk = l.chunk;
         auto r = std::make_unique<RetrievalRunner>(model, ro, max_new + spec_room);
-        if (l.source == LevelSpec::Source::target) {
-          ScopedPhase t(clock, out.times.retrieval_build);
-          r->begin_from(prompt, snapshot->cache(), snapshot->last_query());
-        } else {
+        {
           ScopedPhase t(clock, out.times.retrieval_build);
           r->begin(prompt);
         }
-        bc.retrieval.emplace_back(int(i), r.get());
+        bc.retrieval.push_back({int(i), nullptr, r.get()});
         v = std::move(r);
       } else if (i == 0) {  // the draft's StreamingLLM cache absorbs the prompt itself, as the reference's does
         bc.drafter = std::make_unique<StreamingDrafter>(model, l.sink, l.window, spec_room);
         continue;
       } else {
-        auto r = std::make_unique<StreamingRunner>(model, l.sink, l.window, spec_room + 2);
-        if (l.source == LevelSpec::Source::target) {
-          ScopedPhase t(clock, out.times.setup);
-          r->begin_from(prompt, snapshot->cache());
-        }
-        v = std::move(r);
+        v = std::make_unique<StreamingRunner>(model, l.sink, l.window, spec_room + 2);
       }
+      if (i + 1 == L.size()) bc.top = tl;  // the last level is always the target on its full cache
       if (i == 0)
         bc.drafter = std::make_unique<VerifierDrafter>(std::move(v));
       else
         bc.verifiers.push_back(std::move(v));
     }
+    TF_CHECK(bc.top, "run_method: the top level must be the target on its full cache");
     TF_CHECK(policy.kind == ReretrievePolicy::Kind::never || !bc.retrieval.empty(),
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
 
@@ -389,20 +438,20 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
     opt.middle_mode = req.middle_mode;
     opt.clock = &clock;
     SpecChain chain(vs, *bc.drafter, opt);
-    auto* top = dynamic_cast<ModelRunner*>(bc.verifiers.back().get());
     std::vector<ReretrieveMonitor> monitors(bc.retrieval.size(), ReretrieveMonitor(policy));
     std::string kinds;
-    std::vector<std::vector<float>> q;
     chain.on_step = [&](const SpecChain& c, const std::vector<int32_t>& ctx, const VerifyResult& vr) {
       kinds.append(size_t(vr.accepted), 'a');
       if (int64_t(vr.tokens.size()) > vr.accepted) kinds.push_back(vr.bonus ? 'b' : 'r');
       for (size_t k = 0; k < bc.retrieval.size(); ++k) {
-        const auto& above = c.metrics()[size_t(bc.retrieval[k].first + 1)];
+        const RetrievalLevelRef& rl = bc.retrieval[k];
+        const auto& above = c.metrics()[size_t(rl.level + 1)];
         if (!monitors[k].after_step(int64_t(ctx.size()) - P, above.drafted, above.accepted)) continue;
-        // Re-retrieve from the top level's cache: it holds the committed context but its last token.
         ScopedPhase t(clock, out.times.retrieval_rebuild);
-        top->last_query(ctx, q);
-        bc.retrieval[k].second->begin_from(ctx, top->cache(), q);
+        if (rl.target)  // from the top level's cache: it holds the committed context but its last token
+          rl.target->rebuild_from(ctx, *bc.top);
+        else  // another model's K/V is not the target's: its own prefill of the context
+          rl.other->rebuild(ctx);
       }
     };
     const int64_t t0 = clock.now_ns();

@@ -78,6 +78,9 @@ struct MethodRequest {
   std::vector<int64_t> stop_ids;
   ResampleMode middle_mode = ResampleMode::residual;  // tests: ResampleMode::reference_bug
   std::function<void()> device_sync;                   // called before every clock read (a GPU backend)
+  // The target's checkpoint. Under --tp-mode driven rank 0 reads a layerskip:K
+  // level's first K layers whole from it (the draft runs on rank 0 alone).
+  std::string target_path;
 };
 
 // The request with every default filled in for this target and prompt length:
@@ -146,15 +149,25 @@ class DraftModels {
   LlamaModel& get(const std::string& path, const LlamaModel& target);
   // A model already in memory, used for model:NAME levels (tests, preloaded sweeps).
   void put(const std::string& name, std::unique_ptr<LlamaModel> m) { models_[name] = std::move(m); }
+  // A model put or loaded under this name, or nullptr.
+  LlamaModel* find(const std::string& name) const {
+    auto it = models_.find(name);
+    return it == models_.end() ? nullptr : it->second.get();
+  }
 
  private:
   std::map<std::string, std::unique_ptr<LlamaModel>> models_;
 };
 
 // Runs one method on one prompt. snapshot: the target's prefill of exactly
-// this prompt (nullptr: run_method takes its own). drafts: where model:PATH
-// drafts are cached (nullptr: loaded for this call only). Bad requests fail
-// with one line naming the option (--method, --chain, --gammas, --budget, ...).
+// this prompt (nullptr: run_method takes its own); under a driven
+// tensor-parallel job it must come from dist::TargetLevels::snapshot (the
+// workers hold its mirror). drafts: where model:PATH drafts (and, driven,
+// layer-skip drafts) are cached (nullptr: loaded for this call only). Every
+// level on the target is made through dist::TargetLevels, so on rank 0 of a
+// driven job the workers mirror it; drafts on other models run here alone.
+// Bad requests fail with one line naming the option (--method, --chain,
+// --gammas, --budget, ...).
 MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
                          const PrefillSnapshot* snapshot = nullptr, DraftModels* drafts = nullptr);
 

@@ -23,6 +23,9 @@ class PrefillSnapshot {
  public:
   // Runs the prefill: one forward over the prompt (in the model's bounded chunks).
   PrefillSnapshot(LlamaModel& target, const std::vector<int32_t>& prompt, const PhaseClock& clock = PhaseClock());
+  virtual ~PrefillSnapshot() = default;
+  PrefillSnapshot(const PrefillSnapshot&) = delete;
+  PrefillSnapshot& operator=(const PrefillSnapshot&) = delete;
 
   const std::vector<int32_t>& prompt() const { return prompt_; }
   const FullKVCache& cache() const { return cache_; }  // length P, capacity P
@@ -31,6 +34,9 @@ class PrefillSnapshot {
   int64_t prefill_ns() const { return prefill_ns_; }
   // The snapshot belongs to this model (same config, same rank's KV heads).
   bool fits(const LlamaModel& m) const;
+  // Under a tensor-parallel job driven by rank 0: the id of the workers'
+  // mirrors of this snapshot (dist::TargetLevels::snapshot); -1: this rank's alone.
+  virtual int32_t mirror_id() const { return -1; }
 
  private:
   std::vector<int32_t> prompt_;

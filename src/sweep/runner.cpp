@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "dist/target_levels.h"
 
 namespace tf::sweep {
 
@@ -223,7 +224,9 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
         TF_CHECK(id >= 0 && id < target.config().vocab_size,
                  "sweep: prompt " << names[size_t(points[i].prompt)] << " holds token " << id
                                   << ", outside the target's vocabulary of " << target.config().vocab_size);
-      spec::PrefillSnapshot snap(target, prompt, spec::PhaseClock(opt.device_sync));
+      // Driven tensor parallelism: the workers take their prefill too.
+      const std::unique_ptr<spec::PrefillSnapshot> snap =
+          dist::TargetLevels(target).snapshot(prompt, spec::PhaseClock(opt.device_sync));
       ++st.prefills;
       for (size_t k = i; k < j; ++k) {
         const Point& p = points[k];
@@ -240,7 +243,8 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
         const auto t0 = std::chrono::steady_clock::now();
         spec::MethodRequest req = method_request(p, opt.stop_ids);
         req.device_sync = opt.device_sync;
-        spec::MethodOutcome o = spec::run_method(target, req, prompt, &snap, &drafts);
+        req.target_path = opt.target_path;
+        spec::MethodOutcome o = spec::run_method(target, req, prompt, snap.get(), &drafts);
         const double run_s = seconds_since(t0);
         RunRecord rec = make_record(p, names, prompts.source(p.prompt), prompt, o, ar, opt.shard, run_s);
         out.append(rec);

@@ -22,6 +22,7 @@ struct RunnerOptions {
   int64_t shard = 0;              // recorded in every run
   bool progress = true;           // one line per run on stderr
   std::function<void()> device_sync;  // before every clock read (GPU)
+  std::string target_path;            // MethodRequest::target_path
 };
 
 // The run record (attributes + datasets) of one point's outcome; `ar` is the

@@ -17,6 +17,7 @@
 #include "kv/retrieval_cache.h"
 #include "model/checkpoint.h"
 #include "spec/chain.h"
+#include "spec/methods.h"
 #include "spec/streaming_drafter.h"
 
 using namespace tf;
@@ -282,6 +283,98 @@ TEST(MpiStepProtocol, RankZeroDrivesTriforceLikeOneProcess) {
   EXPECT_EQ(st.batches, forwards) << st.batches << " batches for " << forwards << " forwards";
   std::printf("op stream: %lld batches, %lld bytes, %.1f us per broadcast\n", (long long)st.batches,
               (long long)st.bytes, st.batches ? 1e6 * st.bcast_s / double(st.batches) : 0.0);
+}
+
+// spec::run_method driven by rank 0, the CLI's default under mpirun: every
+// method (prefill snapshot shared through the snapshot/seed ops, re-retrieval
+// from the top level through rebuild_from, a streaming middle level, a model
+// draft and a layer-skip draft on rank 0 alone) gives the tokens and per-level
+// counts of the same request run on the whole model in one process, and the
+// workers forward exactly the target's tokens, nothing of the drafts.
+TEST(MpiRunMethod, DrivenEqualsOneProcessForEveryMethod) {
+  REQUIRE_RANKS();
+  ASSERT_EQ(tp_mode(), TpMode::driven);
+  const std::string path = kFixtures + "/hf/mha_f32";
+  Checkpoint ck = open_checkpoint(path);
+  auto shard = load_model_shard(ck);
+  if (is_worker()) {
+    const int64_t before = LlamaModel::process_forwarded_tokens();  // earlier tests forwarded too
+    EXPECT_GT(serve_steps(*shard), 10);
+    // Everything this worker forwarded was the target's (its mirrors), none of the drafts.
+    EXPECT_EQ(LlamaModel::process_forwarded_tokens() - before, shard->forwarded_tokens());
+    EXPECT_GT(shard->forwarded_tokens(), 0);
+    EXPECT_TRUE(rank_counters(*shard).empty());  // a worker answers inside its serve loop
+    return;
+  }
+  LlamaModel whole(ck.config, LlamaWeights::load(*ck.weights, ck.config));
+  const auto prompt = prompt_of("mha_f32", 120);
+  struct Case {
+    std::string method, draft, chain, reretrieve;
+    float temperature;
+  };
+  const std::vector<Case> cases = {
+      {"ar", "", "", "never", 0},
+      {"spec", "ngram:2", "", "never", 0},
+      {"spec", "model:" + kFixtures + "/hf/mqa_f32", "", "never", 0},
+      {"retrieval", "", "", "every:8", 0},
+      {"streaming-hier", "layerskip:1", "", "never", 0},
+      {"triforce", "layerskip:1", "", "every:8", 0},
+      {"ngram-triforce", "", "", "below:0.5", 0},
+      {"chain", "", "ngram:2 > layerskip:1@streaming:4/16 > target@retrieval:32/8 > target", "every:8", 0},
+      {"chain", "", "target@retrieval:32/8 > target@streaming:4/24 > layerskip:1@full > target", "never", 0},
+      {"triforce", "layerskip:1", "", "every:8", 0.8f},
+      {"ar", "", "", "never", 0.8f},
+  };
+  spec::DraftModels driven_drafts, local_drafts;
+  for (const Case& c : cases) {
+    spec::MethodRequest req;
+    req.method = c.method;
+    req.draft = c.draft;
+    req.chain = c.chain;
+    req.reretrieve = c.reretrieve;
+    req.budget = 32;
+    req.max_new_tokens = 24;
+    req.sampling.temperature = c.temperature;
+    req.sampling.seed = 3;
+    req.target_path = path;
+    const std::string label = c.method + " " + c.draft + c.chain + " T=" + std::to_string(c.temperature);
+    auto snap = TargetLevels(*shard).snapshot(prompt);
+    EXPECT_GE(snap->mirror_id(), 0);
+    const spec::MethodOutcome a = spec::run_method(*shard, req, prompt, snap.get(), &driven_drafts);
+    // The reference: rank 0 alone, on the whole model (nothing to drive).
+    set_tp_mode(TpMode::lockstep);
+    const spec::MethodOutcome b = spec::run_method(whole, req, prompt, nullptr, &local_drafts);
+    set_tp_mode(TpMode::driven);
+    EXPECT_EQ(a.tokens, b.tokens) << label;
+    EXPECT_EQ(a.token_kinds, b.token_kinds) << label;
+    EXPECT_EQ(a.retrieval_rebuilds, b.retrieval_rebuilds) << label;
+    ASSERT_EQ(a.levels.size(), b.levels.size()) << label;
+    for (size_t l = 0; l < a.levels.size(); ++l) {
+      EXPECT_EQ(a.levels[l].drafted, b.levels[l].drafted) << label << " level " << a.levels[l].level;
+      EXPECT_EQ(a.levels[l].accepted, b.levels[l].accepted) << label << " level " << a.levels[l].level;
+    }
+  }
+  // The target as the StreamingLLM drafter samples between its forwards: refused, with a way out.
+  spec::MethodRequest bad;
+  bad.method = "chain";
+  bad.chain = "target@streaming:4/16 > target";
+  try {
+    spec::run_method(*shard, bad, prompt);
+    ADD_FAILURE() << "a driven target@streaming drafter ran";
+  } catch (const tf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--tp-mode lockstep"), std::string::npos) << e.what();
+  }
+  // Per rank: [all models' tokens, the target shard's tokens, ops]. Every
+  // worker forwarded the target's tokens of rank 0 and applied every op it sent
+  // (each checks that it forwarded nothing else, above).
+  const std::vector<int64_t> c = rank_counters(*shard);
+  ASSERT_EQ(c.size(), size_t(3 * world().size));
+  EXPECT_GT(c[1], 0);
+  for (int r = 1; r < world().size; ++r) {
+    EXPECT_EQ(c[size_t(3 * r + 1)], c[1]) << "rank " << r;
+    EXPECT_EQ(c[size_t(3 * r + 2)], c[2]) << "rank " << r << " applied another number of ops";
+  }
+  step_driver().shutdown();
 }
 
 int main(int argc, char** argv) {
