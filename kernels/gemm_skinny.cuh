@@ -1,14 +1,23 @@
 // Batch-invariant linear for 1..32 rows: y[i, j] = x[i, :] . W[j, :] with a
-// reduction order that depends only on the row length, never on how many
-// rows (n) or which output rows a call computes. A speculative verification
-// of 7 tokens therefore produces, row for row, the same bits as 7 one-token
-// decode steps, so greedy speculative output equals autoregressive output on
-// the GPU too (cuBLAS picks different algorithms for different n).
+// reduction order that depends only on the row length and the variant, never
+// on how many rows (n) or which output rows a call computes. A speculative
+// verification of 7 tokens therefore produces, row for row, the same bits as
+// 7 one-token decode steps, so greedy speculative output equals autoregressive
+// output on the GPU too (cuBLAS picks different algorithms for different n).
 //
-// One warp per output row j: lane l owns the 8-element groups l, l + 32, ...
-// of every 256-element step, accumulating x[i] . W[j] in fp32 in that fixed
-// order, then a fixed xor-tree warp sum. x is staged in shared memory per
-// 512-column chunk and shared by the block's output rows.
+// Variants (one per process: the bits of a row differ between variants, so
+// the choice must never depend on n):
+//   mma_k8u4 / mma_k4u8: tensor cores (mma m16n8k16, fp32 accumulators). A
+//     block owns 16 output rows; its KW warps split the row length into
+//     interleaved U x 32-column blocks, each warp keeping 2U 16-byte weight
+//     loads in flight, then the warps' partial sums are added in warp order.
+//     x is read straight from global memory (L1-resident), no __syncthreads
+//     in the loop. The x rows are the mma's N columns, and a column's result
+//     depends only on its own inputs, so n changes nothing but the padding.
+//   simt: CUDA-core FMAs, 2 output rows per warp, 4 warps splitting the row
+//     length, 8 16-byte weight loads per lane in flight.
+//   legacy: the first kernel (one warp per output row, x staged in shared
+//     memory per 512-column chunk), kept for comparison.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,13 +27,21 @@
 
 namespace tf::cuda {
 
+enum class SkinnyVariant : int { mma_k8u4 = 0, mma_k4u8 = 1, simt = 2, legacy = 3 };
+constexpr int kSkinnyVariants = 4;
+const char* skinny_variant_name(SkinnyVariant v);
+// The process-wide default: TRIFORCE_SKINNY_VARIANT (a name above or its
+// number) if set, else mma_k8u4. Read once; a bad value fails naming the variable.
+SkinnyVariant skinny_default_variant();
+
 struct SkinnyGemmParams {
-  const void* x = nullptr;  // [n, in], dtype
-  const void* w = nullptr;  // [out, in], dtype
+  const void* x = nullptr;  // [n, in], dtype, 16-byte aligned
+  const void* w = nullptr;  // [out, in], dtype, 16-byte aligned
   void* y = nullptr;        // [n, out], y_dtype (dtype or f32)
   int64_t n = 0, in = 0, out = 0;  // n <= 32; in a multiple of 8
   DType dtype = DType::BF16;
   DType y_dtype = DType::BF16;
+  int variant = -1;  // a SkinnyVariant, or -1 for skinny_default_variant()
 };
 
 constexpr int64_t kSkinnyGemmMaxRows = 32;

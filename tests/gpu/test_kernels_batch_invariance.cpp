@@ -1,9 +1,8 @@
-// The kernels behind exact greedy speculation on the GPU (ctest label gpu):
-// the skinny GEMM against a double-precision host reference over awkward
-// shapes, and batch invariance of it and of split-KV attention with fixed
-// 512-slot splits — row i of an n-row call is bit-identical to a one-row call
-// (for attention: to the decode of that query at its own length). Outputs
-// are poisoned with NaN before every launch.
+// Batch invariance of split-KV attention with fixed 512-slot splits (ctest
+// label gpu), one of the kernels behind exact greedy speculation on the GPU:
+// query i of a 7-query verification is bit-identical to the decode of that
+// query at its own length. Outputs are poisoned with NaN before every launch.
+// The skinny GEMM's invariance, for every variant, is in test_kernels_gemm_skinny.
 #include <gtest/gtest.h>
 
 #include "random_data.h"
@@ -16,7 +15,6 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include "attention_decode.cuh"
 #include "device_buffer.cuh"
-#include "gemm_skinny.cuh"
 #endif
 
 namespace {
@@ -38,54 +36,9 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
   return b;
 }
 
-std::vector<float> run_gemm(const DeviceBuffer& x, const DeviceBuffer& w, int64_t n, int64_t in, int64_t out,
-                            DType dt, int64_t row0 = 0) {
-  DeviceBuffer y(size_t(n * out) * 4);
-  y.poison();
-  SkinnyGemmParams p;
-  p.x = static_cast<const uint16_t*>(x.get()) + row0 * in, p.w = w.get(), p.y = y.get();
-  p.n = n, p.in = in, p.out = out, p.dtype = dt, p.y_dtype = DType::F32;
-  gemm_skinny(p);
-  return download_as(y, size_t(n * out), DType::F32);
-}
 #endif
 
 }  // namespace
-
-TEST(BatchInvariance, SkinnyGemmMatchesReferenceAndIsRowInvariant) {
-  REQUIRE_DEVICE();
-#ifdef TRIFORCE_HAVE_CUDA
-  for (DType dt : {DType::BF16, DType::F16})
-    for (int64_t in : {8, 576, 4096, 4104})
-      for (int64_t out : {1, 3, 127, 129, 4097})
-        for (int64_t n : {1, 3, 7, 32}) {
-          SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " n=" << n << " in=" << in << " out=" << out);
-          auto xh = uniform(size_t(n * in), 11 + n), wh = uniform(size_t(out * in), 5 + out, 0.05f);
-          round_to(xh, dt), round_to(wh, dt);
-          DeviceBuffer x = upload_as(xh, dt), w = upload_as(wh, dt);
-          const auto y = run_gemm(x, w, n, in, out, dt);
-          double worst = 0;
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < out; ++j) {
-              double ref = 0, mag = 0;
-              for (int64_t k = 0; k < in; ++k) {
-                ref += double(xh[size_t(i * in + k)]) * wh[size_t(j * in + k)];
-                mag += std::fabs(double(xh[size_t(i * in + k)]) * wh[size_t(j * in + k)]);
-              }
-              const float got = y[size_t(i * out + j)];
-              ASSERT_TRUE(std::isfinite(got)) << i << "," << j;
-              worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
-            }
-          EXPECT_LE(worst, 1e-5);  // fp32 accumulation of exact products
-          // Every row equals the same row computed alone.
-          for (int64_t i : {int64_t(0), n - 1}) {
-            const auto one = run_gemm(x, w, 1, in, out, dt, i);
-            const std::vector<float> row(y.begin() + i * out, y.begin() + (i + 1) * out);
-            ASSERT_EQ(bits(one), bits(row)) << "row " << i;
-          }
-        }
-#endif
-}
 
 TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
   REQUIRE_DEVICE();
