@@ -46,19 +46,6 @@ __global__ void argmax_kernel(const float* __restrict__ x, int32_t* __restrict__
   }
 }
 
-__global__ void softmax_kernel(const float* logits, float* probs, int64_t vocab, float inv_t) {
-  const float* l = logits + int64_t(blockIdx.x) * vocab;
-  float* pr = probs + int64_t(blockIdx.x) * vocab;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) m = fmaxf(m, l[i] * inv_t);
-  m = block_max(m);
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) s += expf(l[i] * inv_t - m);
-  s = block_sum(s);
-  const float inv = 1.0f / s;
-  for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) pr[i] = expf(l[i] * inv_t - m) * inv;
-}
-
 // One block per row; thread t owns the contiguous chunk [t*c, (t+1)*c).
 __global__ void sample_kernel(const float* __restrict__ probs, int32_t* __restrict__ out, int64_t vocab,
                               uint64_t seed, uint64_t offset) {
@@ -124,13 +111,6 @@ void argmax(const ArgmaxParams& p, cudaStream_t stream) {
   if (p.n == 0) return;
   TF_CHECK(p.x && p.out && p.vocab > 0, "cuda::argmax: bad params");
   argmax_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.x, p.out, p.vocab);
-  CUDA_CHECK_LAUNCH();
-}
-
-void softmax(const SoftmaxParams& p, cudaStream_t stream) {
-  if (p.n == 0) return;
-  TF_CHECK(p.logits && p.probs && p.vocab > 0 && p.temperature > 0.0f, "cuda::softmax: bad params");
-  softmax_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.logits, p.probs, p.vocab, 1.0f / p.temperature);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,7 @@
-// Token selection on f32 logits [n, vocab]: greedy argmax, temperature
-// softmax, and an inverse-CDF draw whose uniform comes from
-// tf::philox_uniform(seed, offset + row) (core/philox.h), so host and device
-// draw the same number.
+// Token selection on f32 logits [n, vocab]: greedy argmax, and an inverse-CDF
+// draw whose uniform comes from tf::philox_uniform(seed, offset + row)
+// (core/philox.h), so host and device draw the same number. The distribution
+// drawn from (temperature, top-p) is softmax_top_p.cuh.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,15 +15,6 @@ struct ArgmaxParams {
   int64_t n = 0, vocab = 0;
 };
 void argmax(const ArgmaxParams& p, cudaStream_t stream = nullptr);
-
-struct SoftmaxParams {
-  const float* logits = nullptr;  // [n, vocab]
-  float* probs = nullptr;         // [n, vocab]; may alias logits
-  int64_t n = 0, vocab = 0;
-  float temperature = 1.0f;       // > 0
-};
-// probs = softmax(logits / temperature), max-subtracted, fp32.
-void softmax(const SoftmaxParams& p, cudaStream_t stream = nullptr);
 
 struct SampleParams {
   const float* probs = nullptr;   // [n, vocab], non-negative (need not sum to 1)

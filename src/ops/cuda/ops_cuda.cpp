@@ -15,6 +15,7 @@
 #include "rmsnorm.cuh"
 #include "rope.cuh"
 #include "sampling.cuh"
+#include "softmax_top_p.cuh"
 #endif
 
 namespace tf::ops::cuda_body {
@@ -229,6 +230,18 @@ void argmax(const Tensor& x, Tensor& out) {
   cuda::argmax(p);
 }
 
+void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& sp) {
+  // ops::softmax_top_p has checked dtypes, shapes, temperature and top_p.
+  expect_dev("softmax_top_p", "logits", logits, 2);
+  expect_dev("softmax_top_p", "probs", probs, 2);
+  TF_CHECK(logits.shape[1] <= cuda::kSoftmaxTopPMaxVocab,
+           "softmax_top_p: vocabulary " << logits.shape[1] << " exceeds the CUDA kernel's " << cuda::kSoftmaxTopPMaxVocab);
+  cuda::SoftmaxTopPParams p;
+  p.logits = logits.ptr<float>(), p.probs = probs.ptr<float>(), p.n = logits.shape[0], p.vocab = logits.shape[1];
+  p.temperature = sp.temperature, p.top_p = sp.top_p, p.min_tokens_to_keep = sp.min_tokens_to_keep;
+  cuda::softmax_top_p(p);
+}
+
 #else  // built without CUDA
 
 namespace {
@@ -243,6 +256,7 @@ void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&) { none("argmax"); }
+void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax_top_p"); }
 
 #endif
 

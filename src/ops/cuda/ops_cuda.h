@@ -15,5 +15,6 @@ void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, c
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out);
+void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
 
 }  // namespace tf::ops::cuda_body
