@@ -12,6 +12,7 @@
 #include "random_data.h"
 #include "require_device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -167,8 +168,14 @@ TEST(KernelsGemmSkinny, EveryVariantIsRowInvariantForEveryN) {
           for (int64_t row0 : {int64_t(0), kRows - n}) {  // the rows at every position of the call
             const Result r = run(x, w, n, s.in, s.out, dt, yt, v, row0);
             ASSERT_TRUE(r.guard_intact) << "n=" << n;
-            for (int64_t i = 0; i < n; ++i)
-              ASSERT_EQ(row_bits(r, i, s.out), alone[size_t(row0 + i)]) << "n=" << n << " row0=" << row0 << " row " << i;
+            for (int64_t i = 0; i < n; ++i) {
+              const auto got = row_bits(r, i, s.out);
+              const auto& want = alone[size_t(row0 + i)];
+              const auto at = std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
+              ASSERT_EQ(at, s.out) << "n=" << n << " row0=" << row0 << " row " << i << ": y[" << i << ", " << at
+                                   << "] bits " << std::hex << got[size_t(at)] << " vs " << want[size_t(at)]
+                                   << " computed alone";
+            }
           }
       }
     }
