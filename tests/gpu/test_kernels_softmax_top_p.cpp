@@ -101,7 +101,8 @@ void check_row(const float* l, int64_t V, float T, float top_p, int64_t min_keep
   for (int64_t j = 0; j < V; ++j) s[size_t(j)] = l[j] / T;
   const float m = *std::max_element(s.begin(), s.end());
   std::vector<double> e(static_cast<size_t>(V));
-  for (int64_t j = 0; j < V; ++j) e[size_t(j)] = std::exp(double(s[size_t(j)]) - double(m));
+  // s - max in fp32, as both bodies subtract (it rounds when s is far below the max); exp in double.
+  for (int64_t j = 0; j < V; ++j) e[size_t(j)] = std::exp(double(s[size_t(j)] - m));
   std::vector<int32_t> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
