@@ -134,6 +134,14 @@ std::unique_ptr<LlamaModel> TargetLevels::layer_skip_draft(const std::string& ch
   if (!driven()) return std::make_unique<LlamaModel>(spec::make_layer_skip_model(*target_, K));
   TF_CHECK(!checkpoint.empty(), "layerskip:" << K << " under --tp-mode driven: rank 0 reads the draft whole from "
                                              << "the target's checkpoint, and none was given");
+  if (is_synthetic_path(checkpoint)) {
+    // The synthetic weights draw each tensor's numbers in a fixed order, embedding and head
+    // first, then layer by layer: a K-layer model made whole is the target's first K layers.
+    ModelConfig c = synthetic_config(checkpoint);
+    c.num_layers = K;
+    return std::make_unique<LlamaModel>(c, synthetic_weights(c, target_->device(), target_->dtype()),
+                                        target_->max_chunk());
+  }
   Checkpoint ck = open_checkpoint(checkpoint);
   ModelConfig c = ck.config;
   c.num_layers = K;  // the loader reads layers [0, K) only
