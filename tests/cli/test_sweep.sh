@@ -147,12 +147,16 @@ if [[ -f $model && -f $prompts/kjv-4-new.txt && -f $prompts/devils-dictionary.tx
   echo "default prompt set ok"
 fi
 
-# Tensor parallelism: 2 ranks on their shards give the same runs (keys, tokens) as one process;
-# only rank 0 writes.
+# Tensor parallelism: 2 ranks on their shards give the same runs (keys, tokens) as one process, with
+# rank 0 running every point and the worker serving its target steps (driven, the default) and with
+# both ranks running every point (lockstep); only rank 0 writes.
 if command -v mpirun >/dev/null; then
   mpi=(mpirun -np 2); [[ $(id -u) -eq 0 ]] && mpi+=(--allow-run-as-root); mpi+=(--oversubscribe)
-  "${mpi[@]}" "$bin" sweep --config $cfg --out "$tmp/tp2.h5" --quiet
-  "$bin" merge --list --quiet "$tmp/tp2.h5" >"$tmp/tp2.txt"
-  cmp -s "$tmp/all.txt" "$tmp/tp2.txt" || fail "the 2-rank sweep differs from one process: $(diff "$tmp/all.txt" "$tmp/tp2.txt" | head -4)"
-  echo "tensor-parallel sweep ok: 2 ranks, the same $(wc -l <"$tmp/tp2.txt") runs"
+  for mode in driven lockstep; do
+    "${mpi[@]}" "$bin" sweep --config $cfg --out "$tmp/tp2$mode.h5" --quiet --tp-mode $mode
+    "$bin" merge --list --quiet "$tmp/tp2$mode.h5" >"$tmp/tp2.txt"
+    cmp -s "$tmp/all.txt" "$tmp/tp2.txt" ||
+      fail "the 2-rank $mode sweep differs from one process: $(diff "$tmp/all.txt" "$tmp/tp2.txt" | head -4)"
+    echo "tensor-parallel sweep ok ($mode): 2 ranks, the same $(wc -l <"$tmp/tp2.txt") runs"
+  done
 fi
