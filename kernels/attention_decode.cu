@@ -53,6 +53,11 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   T* v_s = k_s + kStages * kTile * D;        // [kStages][kTile * D]
 
   const int group = blockIdx.x, split = blockIdx.y, kvh = blockIdx.z;
+  // A grid sized for more slots than the cache holds (a captured graph sized
+  // for its capacity bucket): splits past the length do nothing, and the
+  // combine reads only the splits below it, so the result is the one of a
+  // grid sized for the length. Split 0 always runs (an empty cache gives zeros).
+  if (split > 0 && split * a.chunk >= *a.kv_length) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int R = a.n * a.G;
   const T* Q = static_cast<const T*>(a.q);
@@ -231,9 +236,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
 constexpr int kCombineGroups = 4;
 template <class T>
 __global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
-                                         T* __restrict__ out, int splits, int rows, int D) {
+                                         T* __restrict__ out, int grid_splits, int rows, int D,
+                                         const int32_t* __restrict__ kv_length, int chunk) {
   __shared__ float part[kCombineGroups][128];
   const int row = blockIdx.x, tid = threadIdx.x, sg = tid / D, d = tid % D;
+  // The splits that ran: those starting below the device length (at least one).
+  const int live = max(1, (*kv_length + chunk - 1) / chunk);
+  const int splits = min(grid_splits, live);
   float mx = -INFINITY;
   for (int s = tid; s < splits; s += blockDim.x) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
   const float M = block_max(mx);
@@ -376,7 +385,7 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
       else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream);
     }
     attention_combine_kernel<T><<<unsigned(rows), unsigned(kCombineGroups * p.head_dim), 0, stream>>>(
-        a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim));
+        a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim), p.kv_length, a.chunk);
   });
   CUDA_CHECK_LAUNCH();
 }

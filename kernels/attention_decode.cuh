@@ -32,7 +32,10 @@ struct AttentionDecodeParams {
   int64_t capacity = 0;                  // slots per kv head
   int64_t head_stride = 0;               // elements; 0 -> capacity * head_dim (multiple of 8)
   int64_t token_stride = 0;              // elements; 0 -> head_dim (multiple of 8)
-  int64_t max_length = 0;                // host-known bound on *kv_length that sizes the splits; 0 -> capacity
+  // Host-known bound on *kv_length that sizes the grid; 0 -> capacity. Splits
+  // past *kv_length exit at once and the combine skips them, so a captured
+  // launch sized for a bound above the length gives the length's result.
+  int64_t max_length = 0;
   float scale = 0.0f;                    // 0 -> 1 / sqrt(head_dim)
   int num_splits = 0;                    // 0 -> chosen from the SM count and max_length
   // > 0 (a multiple of 64): every split covers this many slots from slot 0 on,

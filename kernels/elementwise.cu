@@ -13,10 +13,12 @@ __global__ void add_kernel(T* __restrict__ r, const T* __restrict__ x, int64_t c
 
 // grid (n, kv_heads); 16-byte copies (head_dim is a multiple of 8 halves).
 __global__ void kv_write_kernel(uint4* __restrict__ kc, uint4* __restrict__ vc, const uint4* __restrict__ kn,
-                                const uint4* __restrict__ vn, int64_t slot0, int64_t kvh, int64_t vecs,
-                                int64_t cap) {
+                                const uint4* __restrict__ vn, int64_t slot0, const int32_t* __restrict__ slots,
+                                int64_t kvh, int64_t vecs, int64_t cap) {
   const int64_t t = blockIdx.x, h = blockIdx.y;
-  const int64_t src = (t * kvh + h) * vecs, dst = (h * cap + slot0 + t) * vecs;
+  const int64_t slot = slots ? int64_t(slots[t]) : slot0 + t;
+  if (slot < 0 || slot >= cap) return;  // the host checked the claim; never write outside the layer
+  const int64_t src = (t * kvh + h) * vecs, dst = (h * cap + slot) * vecs;
   for (int64_t j = threadIdx.x; j < vecs; j += blockDim.x) {
     kc[dst + j] = kn[src + j];
     vc[dst + j] = vn[src + j];
@@ -65,13 +67,13 @@ void kv_write(const KvWriteParams& p, cudaStream_t stream) {
   if (p.n == 0) return;
   TF_CHECK(p.k_cache && p.v_cache && p.k_new && p.v_new && p.kv_heads > 0 && p.head_dim % 8 == 0,
            "cuda::kv_write: bad params (head_dim " << p.head_dim << " must be a multiple of 8)");
-  TF_CHECK(p.slot >= 0 && p.slot + p.n <= p.capacity,
+  TF_CHECK(p.slots || (p.slot >= 0 && p.slot + p.n <= p.capacity),
            "cuda::kv_write: slots [" << p.slot << ", " << p.slot + p.n << ") exceed capacity " << p.capacity);
   TF_CHECK(is_half_dtype(p.dtype), "cuda::kv_write: dtype must be f16/bf16");
   const int64_t vecs = p.head_dim / 8;
   kv_write_kernel<<<dim3(unsigned(p.n), unsigned(p.kv_heads)), 32, 0, stream>>>(
       static_cast<uint4*>(p.k_cache), static_cast<uint4*>(p.v_cache), static_cast<const uint4*>(p.k_new),
-      static_cast<const uint4*>(p.v_new), p.slot, p.kv_heads, vecs, p.capacity);
+      static_cast<const uint4*>(p.v_new), p.slot, p.slots, p.kv_heads, vecs, p.capacity);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,5 @@
 // Small elementwise kernels the model needs besides the fused ones: residual
-// add, a KV write at a host-known slot, and seeded random fills for the
+// add, a KV write at a host-known or device-held slot, and seeded random fills for the
 // synthetic benchmark models (weights made on the device, nothing on disk).
 #pragma once
 #include <cuda_runtime.h>
@@ -25,6 +25,9 @@ struct KvWriteParams {
   const void* k_new = nullptr;  // [n, kv_heads, head_dim]
   const void* v_new = nullptr;
   int64_t slot = 0;             // first destination slot
+  // Device [n]: row t goes to slot slots[t] instead (slot is ignored), so a
+  // captured launch follows the slots uploaded for each replay.
+  const int32_t* slots = nullptr;
   int64_t n = 0, kv_heads = 0, head_dim = 0, capacity = 0;
   DType dtype = DType::BF16;
 };

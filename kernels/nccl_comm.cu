@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "stream.cuh"
 
 namespace tf::cuda {
 
@@ -55,7 +56,7 @@ NcclId nccl_unique_id() {
 }
 
 NcclCommunicator::NcclCommunicator(int rank, int size, const NcclId& id, cudaStream_t stream)
-    : stream_(stream), rank_(rank), size_(size) {
+    : stream_(stream ? stream : compute_stream()), rank_(rank), size_(size) {
   ncclUniqueId uid;
   std::copy(id.begin(), id.end(), uid.internal);
   NCCL_CHECK(ncclCommInitRank(&comm_, size, uid, rank));

@@ -22,7 +22,9 @@ NcclId nccl_unique_id();  // rank 0 only
 
 class NcclCommunicator : public dist::Communicator {
  public:
-  // Collective over `size` ranks: every rank calls it with the same id.
+  // Collective over `size` ranks: every rank calls it with the same id. A null
+  // stream means compute_stream(), so the model's collectives are ordered with
+  // its kernels and can be captured in its CUDA graphs.
   NcclCommunicator(int rank, int size, const NcclId& id, cudaStream_t stream);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;

@@ -138,10 +138,12 @@ int cmd_generate(const std::vector<std::string>& args) {
       "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line")(
-      "tp-mode", po::value<std::string>()->default_value("driven"), kTpModeHelp);
+      "tp-mode", po::value<std::string>()->default_value("driven"), kTpModeHelp)(
+      "no-cuda-graphs", po::bool_switch(), "CUDA: run every step eagerly instead of replaying CUDA graphs (for comparison)");
   po::variables_map vm;
   if (!parse("generate", args, desc, vm)) return 0;
   dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
+  set_cuda_graphs_default(!vm["no-cuda-graphs"].as<bool>());  // before any model exists
 
   const int64_t n_prompt_sources = vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-tokens");
   TF_CHECK(n_prompt_sources == 1, "generate: give exactly one of --prompt, --prompt-file and --prompt-tokens");
@@ -307,6 +309,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     j["reretrieve"] = req.reretrieve;
     j["model"] = path;
     j["device"] = device;
+    j["cuda_graphs"] = dev.device == Device::CUDA && cuda_graphs_default();
     j["n_prompt"] = prompt.size();
     j["text"] = text;
     j["temperature"] = sp.temperature;

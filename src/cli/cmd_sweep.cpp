@@ -167,6 +167,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   desc.add_options()("target", po::value<std::string>(), "HF checkpoint folder or .gguf (default: the embedded model)")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda")(
       "dtype", po::value<std::string>()->default_value("bf16"), "CUDA storage dtype: f16 | bf16")(
+      "no-cuda-graphs", po::bool_switch(), "CUDA: run every step eagerly instead of replaying CUDA graphs")(
       "name", po::value<std::string>()->default_value("sweep"), "a name for the sweep (root attribute)")(
       "method", po::value<std::string>()->default_value("triforce"),
       "methods: ar, spec, retrieval, streaming-hier, triforce, ngram-triforce (ar always runs as the baseline)")(
@@ -228,6 +229,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const std::string out = vm["out"].as<std::string>();
   const std::string device = vm["device"].as<std::string>();
   TF_CHECK(device == "cpu" || device == "cuda", "--device: expected cpu or cuda, got '" << device << "'");
+  set_cuda_graphs_default(!vm["no-cuda-graphs"].as<bool>());  // before any model exists
   const sweep::Shard shard = sweep::Shard::parse(vm["shard"].as<std::string>());
   const bool dry = vm["dry-run"].as<bool>();
   dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
@@ -316,6 +318,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   header.root.emplace_back("name", vm["name"].as<std::string>());
   header.root.emplace_back("target", path);
   header.root.emplace_back("shard", shard.str());
+  header.root.emplace_back("cuda_graphs", int64_t(device == "cuda" && cuda_graphs_default()));
   header.root.emplace_back("grid_points", int64_t(all.size()));
   header.root.emplace_back("shard_points", int64_t(mine.size()));
   std::string cmd = "triforce sweep";

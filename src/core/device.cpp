@@ -6,6 +6,8 @@
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "stream.cuh"
 #endif
 
 namespace tf {
@@ -73,9 +75,53 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     return;
   }
 #ifdef TRIFORCE_HAVE_CUDA
-  cuda_ok(cudaMemcpy(dst, src, bytes, kind_of(dst_dev, src_dev)), "cudaMemcpy");
+  cudaStream_t s = cuda::compute_stream();
+  cuda_ok(cudaMemcpyAsync(dst, src, bytes, kind_of(dst_dev, src_dev), s), "cudaMemcpyAsync");
+  // A host source may be reused and a host destination read as soon as we return.
+  if (dst_dev == Device::CPU || src_dev == Device::CPU) cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 #else
   no_cuda("copy_bytes");
+#endif
+}
+
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
+  if (bytes == 0) return;
+#ifdef TRIFORCE_HAVE_CUDA
+  if (dst_dev == Device::CPU && src_dev == Device::CPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  cuda_ok(cudaMemcpyAsync(dst, src, bytes, kind_of(dst_dev, src_dev), cuda::compute_stream()), "cudaMemcpyAsync");
+#else
+  copy_bytes(dst, dst_dev, src, src_dev, bytes);
+#endif
+}
+
+void stream_synchronize() {
+#ifdef TRIFORCE_HAVE_CUDA
+  if (cuda_available()) cuda_ok(cudaStreamSynchronize(cuda::compute_stream()), "cudaStreamSynchronize");
+#endif
+}
+
+Tensor pinned_tensor(DType dt, std::vector<int64_t> shape) {
+#ifdef TRIFORCE_HAVE_CUDA
+  Tensor t;
+  t.dtype = dt;
+  t.device = Device::CPU;
+  t.shape = std::move(shape);
+  void* p = nullptr;
+  const size_t bytes = t.bytes();
+  if (bytes) {
+    cuda_ok(cudaMallocHost(&p, bytes), "cudaMallocHost", bytes);
+    std::memset(p, 0, bytes);
+  }
+  t.data = p;
+  t.owner = std::shared_ptr<void>(p, [](void* q) {
+    if (q) cudaFreeHost(q);
+  });
+  return t;
+#else
+  return Tensor::cpu(dt, std::move(shape));
 #endif
 }
 
@@ -92,7 +138,7 @@ void fill_zero(Tensor& t) {
     return;
   }
 #ifdef TRIFORCE_HAVE_CUDA
-  cuda_ok(cudaMemset(t.data, 0, t.bytes()), "cudaMemset");
+  cuda_ok(cudaMemsetAsync(t.data, 0, t.bytes(), cuda::compute_stream()), "cudaMemsetAsync");
 #else
   no_cuda("fill_zero");
 #endif

@@ -1,7 +1,8 @@
 // Device memory for Tensors. Host builds can name Device::CUDA but any attempt
 // to allocate or copy there fails with one line; CUDA builds use cudaMalloc
-// and cudaMemcpy (synchronous with respect to the default stream, so a host
-// reader never sees a half-finished copy).
+// and copies on cuda::compute_stream(), the stream every forward launch goes
+// on: a device-to-device copy is queued in order, and a copy with a host end
+// waits for the stream, so a host reader never sees a half-finished copy.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -19,6 +20,14 @@ void copy_tensor(Tensor& dst, const Tensor& src);
 // Raw byte copies (for caches and small uploads).
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 void fill_zero(Tensor& t);
+// Page-locked host memory (Device::CPU), which a copy inside a CUDA graph needs;
+// plain host memory on CPU builds.
+Tensor pinned_tensor(DType dt, std::vector<int64_t> shape);
+// A copy queued on the compute stream that does not wait (for captured work;
+// the host end must be pinned and stay untouched until the stream is synced).
+void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+// Waits for the compute stream (no-op on CPU builds).
+void stream_synchronize();
 // Waits for every queued device op (no-op on CPU builds).
 void device_synchronize();
 // Bytes free and total on the current CUDA device (0, 0 without CUDA).

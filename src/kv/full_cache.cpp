@@ -5,6 +5,7 @@
 #include "core/device.h"
 #ifdef TRIFORCE_HAVE_CUDA
 #include "elementwise.cuh"
+#include "stream.cuh"
 #endif
 
 namespace tf {
@@ -99,7 +100,25 @@ void FullKVCache::write(int64_t layer, int64_t slot, const Tensor& k, const Tens
   p.k_cache = layer_k(layer).data, p.v_cache = layer_v(layer).data, p.k_new = k.data, p.v_new = v.data;
   p.slot = slot, p.n = n, p.kv_heads = kv_heads_, p.head_dim = head_dim_, p.capacity = capacity_;
   p.dtype = dtype_;
-  cuda::kv_write(p);
+  cuda::kv_write(p, cuda::compute_stream());
+#endif
+}
+
+void FullKVCache::write_at(int64_t layer, const Tensor& slots, const Tensor& k, const Tensor& v) {
+  TF_CHECK(device_ == Device::CUDA && slots.device == Device::CUDA && slots.dtype == DType::I32,
+           "KV cache: write_at needs a CUDA cache and i32 device slots");
+  TF_CHECK(k.device == device_ && v.device == device_ && k.dtype == dtype_ && v.dtype == dtype_,
+           "KV cache: write of " << dtype_name(k.dtype) << " rows into a " << dtype_name(dtype_) << " cache");
+  const int64_t n = k.shape.empty() ? 0 : k.shape[0];
+  TF_CHECK(k.numel() == n * kv_heads_ * head_dim_ && v.numel() == k.numel() && slots.numel() == n,
+           "KV cache: write rows of shape " << shape_str(k.shape) << " at " << slots.numel() << " slots");
+  TF_CHECK(layer >= 0 && layer < layers_, "KV cache: layer " << layer << " out of range " << layers_);
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda::KvWriteParams p;
+  p.k_cache = layer_k(layer).data, p.v_cache = layer_v(layer).data, p.k_new = k.data, p.v_new = v.data;
+  p.slots = slots.ptr<int32_t>(), p.n = n, p.kv_heads = kv_heads_, p.head_dim = head_dim_, p.capacity = capacity_;
+  p.dtype = dtype_;
+  cuda::kv_write(p, cuda::compute_stream());
 #endif
 }
 

@@ -47,6 +47,10 @@ class FullKVCache {
   void write(int64_t layer, int64_t slot, const float* k, const float* v, int64_t n);
   // The same from tensors on the cache's device and dtype (any device).
   void write(int64_t layer, int64_t slot, const Tensor& k, const Tensor& v);
+  // CUDA only: row t of k, v to slot slots[t], slots i32 [n] on the device (the
+  // forward's query-slot upload, already claimed), so a write captured in a
+  // CUDA graph follows each replay's slots.
+  void write_at(int64_t layer, const Tensor& slots, const Tensor& k, const Tensor& v);
   // One layer's K or V storage [kv_heads, capacity, head_dim] as a tensor view.
   Tensor layer_k(int64_t layer) const;
   Tensor layer_v(int64_t layer) const;

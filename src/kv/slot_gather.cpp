@@ -6,6 +6,7 @@
 #include "core/device.h"
 #ifdef TRIFORCE_HAVE_CUDA
 #include "kv_gather.cuh"
+#include "stream.cuh"
 #endif
 
 namespace tf {
@@ -80,7 +81,7 @@ void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g)
   p.rotate_delta = delta.data ? delta.ptr<int32_t>() : nullptr;
   p.inv_freq = freq.data ? freq.ptr<float>() : nullptr;
   p.dtype = src.dtype();
-  cuda::kv_gather(p);
+  cuda::kv_gather(p, cuda::compute_stream());
   device_synchronize();  // the index tensors are freed on return
 #endif
 }
@@ -118,7 +119,7 @@ std::vector<double> chunk_scores(const FullKVCache& cache, int64_t layer, const 
   p.k = cache.layer_k(layer).data, p.q_sum = qd.ptr<float>(), p.scores = sd.ptr<float>();
   p.kv_heads = H, p.head_dim = D, p.capacity = cache.capacity(), p.chunk = chunk, p.num_chunks = num_chunks;
   p.dtype = cache.dtype();
-  cuda::chunk_scores(p);
+  cuda::chunk_scores(p, cuda::compute_stream());
   Tensor sh = to_host_f32(sd);
   for (int64_t i = 0; i < H * num_chunks; ++i) out[size_t(i)] = sh.ptr<float>()[i];
 #endif

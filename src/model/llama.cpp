@@ -12,7 +12,25 @@ namespace {
 // Logit rows per lm_head launch on CUDA: bounds the f32 scratch to
 // rows * vocab (a 128K-vocab model would need 2 GB for a 4096-token chunk).
 constexpr int64_t kLogitRowsPerLaunch = 64;
+
+bool g_cuda_graphs_default = true;
+
+// The attention grid a graph step is recorded for: the splits the length needs,
+// rounded up (to a power of two up to 8 splits, then to a multiple of 8), so a
+// growing cache is served by a few graphs and a replay launches at most 8
+// splits per head that exit at once. Never past the capacity.
+int64_t graph_grid_slots(int64_t length, int64_t capacity) {
+  const int64_t split = ops::kAttentionSplitSlots;
+  const int64_t need = std::max<int64_t>(1, (length + split - 1) / split);
+  int64_t splits = 1;
+  while (splits < need && splits < 8) splits *= 2;
+  if (need > 8) splits = (need + 7) / 8 * 8;
+  return std::min(splits * split, capacity);
+}
 }  // namespace
+
+void set_cuda_graphs_default(bool on) { g_cuda_graphs_default = on; }
+bool cuda_graphs_default() { return g_cuda_graphs_default; }
 
 LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist::Communicator* comm)
     : cfg_(std::move(cfg)), w_(std::move(w)), comm_(comm), max_chunk_(max_chunk), rope_(cfg_) {
@@ -45,13 +63,15 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
   att_ = act({C, H, D});
   gate_ = act({C, w_.local_intermediate});
   up_ = act({C, w_.local_intermediate});
-  cossin_ = Tensor::cpu(DType::F32, {2 * C * (D / 2)});
+  // pinned on CUDA: a graph step copies the rope rows and the i32 inputs from them
+  cossin_ = device_ == Device::CUDA ? pinned_tensor(DType::F32, {2 * C * (D / 2)})
+                                    : Tensor::cpu(DType::F32, {2 * C * (D / 2)});
   inv_freq_ = Tensor::cpu(DType::F32, {D / 2});
   if (device_ == Device::CPU) {
     tok_ = Tensor::cpu(DType::I32, {C});
     pos_ = Tensor::cpu(DType::I32, {C});
   } else {
-    ints_host_ = Tensor::cpu(DType::I32, {3 * C});
+    ints_host_ = pinned_tensor(DType::I32, {3 * C});
     ints_ = empty_tensor(device_, DType::I32, {3 * C});
     Tensor iota = Tensor::cpu(DType::I32, {C});
     for (int64_t i = 0; i < C; ++i) iota.ptr<int32_t>()[i] = int32_t(i);
@@ -61,7 +81,14 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
     qkv1_ = act({1, (H + 2 * KH) * D});
     gu1_ = act({1, 2 * w_.local_intermediate});
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
+    logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
+    graphs_on_ = g_cuda_graphs_default;
   }
+}
+
+void LlamaModel::set_cuda_graphs(bool on) {
+  graphs_on_ = on && device_ == Device::CUDA;
+  if (!graphs_on_) graphs_.clear();
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
@@ -139,7 +166,8 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
         dst = logits.ptr<float>() + (c0 + from - out_from) * V;
       }
-      run_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope, dst ? from : m, dst, c0 + m == n);
+      const int64_t slot = stage_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope);
+      run_step(m, slot, cache, dst ? from : m, dst, c0 + m == n);
     }
   } catch (...) {
     cache.truncate(start_len);
@@ -153,20 +181,63 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   return logits;
 }
 
-void LlamaModel::upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot) {
+void LlamaModel::stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot) {
   int32_t* h = ints_host_.ptr<int32_t>();
   std::copy_n(tokens, n, h);
   std::copy_n(positions, n, h + n);
   for (int64_t i = 0; i < n; ++i) h[2 * n + i] = int32_t(first_slot + i);
-  copy_bytes(ints_.data, device_, h, Device::CPU, size_t(3 * n) * sizeof(int32_t));
 }
 
-void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
-                           const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row) {
+int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
+                                const RopeTable& rope) {
+  const int64_t half = cfg_.head_dim / 2;
+  std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
+  Tensor cs = ops::slice_rows(cossin_, 0, n * half), sn = ops::slice_rows(cossin_, n * half, 2 * n * half);
+  cs.shape = sn.shape = {n, half};
+  // The cos/sin rows are computed on the host in both cases (fp32, exactly as
+  // transformers does); CUDA gets them with the token ids in two small copies.
+  Tensor host_pos = Tensor::cpu(DType::I32, {n});
+  std::copy_n(positions, n, host_pos.ptr<int32_t>());
+  ops::rope_cos_sin(inv_freq_, host_pos, cs, sn, ops::RopeParams{rope.attention_scaling});
+  const int64_t slot = cache.append_slots(positions, n);
+  if (device_ == Device::CUDA) {
+    stage_inputs(tokens, positions, n, slot);
+  } else {
+    std::copy_n(tokens, n, tok_.ptr<int32_t>());
+    std::copy_n(positions, n, pos_.ptr<int32_t>());
+  }
+  return slot;
+}
+
+void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+                          bool capture_last_row) {
+  // Prefill-sized calls and the query-capturing prefill stay eager.
+  if (!graphs_on_ || n > kGraphMaxTokens || n > max_chunk_ || capture_q_)
+    return run_chunk(n, slot, cache, out_from, logits_out, capture_last_row, nullptr);
+  GraphLaunch g;
+  g.grid_slots = graph_grid_slots(cache.length(), cache.capacity());
+  const size_t ws = ops::attention_workspace_bytes(n, w_.local_heads, cfg_.head_dim, g.grid_slots);
+  if (size_t(attn_ws_.bytes()) < ws) {
+    graphs_.clear();  // every graph points at the old scratch
+    const size_t grown = std::max(ws, 2 * size_t(attn_ws_.bytes()));
+    attn_ws_ = empty_tensor(device_, DType::F32, {int64_t((grown + 3) / 4)});
+  }
+  const int64_t rows_out = logits_out && out_from < n ? n - out_from : 0;
+  const ops::KVView v0 = cache.view(0);
+  StepGraphKey key;
+  key.n = n, key.rows_out = rows_out, key.grid_slots = g.grid_slots, key.capacity = cache.capacity();
+  key.k = v0.dev_k, key.v = v0.dev_v, key.length = v0.dev_length, key.workspace = attn_ws_.data;
+  float* staged = rows_out ? logits_host_.ptr<float>() : nullptr;
+  graphs_.run(key, [&] { run_chunk(n, slot, cache, rows_out ? out_from : n, staged, capture_last_row, &g); });
+  stream_synchronize();  // the logits, and the staging buffers free for the next step
+  if (rows_out) std::copy_n(staged, size_t(rows_out) * size_t(w_.lm_head.dim(0)), logits_out);
+}
+
+void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+                           bool capture_last_row, const GraphLaunch* g) {
   using ops::slice_rows;
   const bool cuda = device_ == Device::CUDA;
   const int64_t H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim;
-  std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
   Tensor x = slice_rows(x_, 0, n), xn = slice_rows(xn_, 0, n), proj = slice_rows(proj_, 0, n);
   Tensor q = slice_rows(q_, 0, n), k = slice_rows(k_, 0, n), v = slice_rows(v_, 0, n);
   Tensor att = slice_rows(att_, 0, n), gate = slice_rows(gate_, 0, n), up = slice_rows(up_, 0, n);
@@ -199,22 +270,20 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   ap.num_heads = H;
   ap.num_kv_heads = KH;
   ap.head_dim = D;
+  if (g) {
+    ap.grid_slots = g->grid_slots;
+    ap.workspace = attn_ws_.data;
+    ap.workspace_bytes = attn_ws_.bytes();
+  }
 
-  // The cos/sin rows are computed on the host in both cases (fp32, exactly as
-  // transformers does); CUDA gets them with the token ids in two small copies.
-  Tensor host_pos = Tensor::cpu(DType::I32, {n});
-  std::copy_n(positions, n, host_pos.ptr<int32_t>());
-  ops::rope_cos_sin(inv_freq_, host_pos, cs, sn, ops::RopeParams{rope.attention_scaling});
-  const int64_t slot = cache.append_slots(positions, n);
   Tensor dcs, dsn, rows, qslots;
   if (cuda) {
-    upload_inputs(tokens, positions, n, slot);
-    copy_bytes(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    // Inside a graph these copies are nodes reading the pinned staging at replay.
+    auto upload = g ? copy_bytes_async : copy_bytes;
+    upload(ints_.data, device_, ints_host_.data, Device::CPU, size_t(3 * n) * sizeof(int32_t));
+    upload(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
     dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
-  } else {
-    std::copy_n(tokens, n, tok.ptr<int32_t>());
-    std::copy_n(positions, n, pos.ptr<int32_t>());
   }
 
   ops::embedding(w_.embed, tok, x);
@@ -245,7 +314,8 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
       Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
       std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
     }
-    cache.write(l, slot, k, v);
+    if (cuda) cache.write_at(l, qslots, k, v);  // slots from the device: a replay writes where it should
+    else cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     ops::linear(att2, L.wo, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
@@ -283,7 +353,8 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
       lg.shape = {m, V};
       Tensor xr = slice_rows(xo, r0, r0 + m);
       ops::linear(xr, w_.lm_head, lg);
-      copy_bytes(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      if (g) copy_bytes_async(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      else copy_bytes(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
     }
   }
 }

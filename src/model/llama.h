@@ -14,6 +14,7 @@
 #include "kv/full_cache.h"
 #include "model/config.h"
 #include "model/rope.h"
+#include "model/step_graphs.h"
 #include "model/weights.h"
 
 namespace tf {
@@ -32,6 +33,13 @@ class LlamaModel {
   DType dtype() const { return dtype_; }
 
   dist::Communicator* communicator() const { return comm_; }
+  // CUDA graphs for decode-sized calls (n <= kGraphMaxTokens) on CUDA: each
+  // step shape is captured once and replayed (model/step_graphs.h); results
+  // are bit-identical to eager. Defaults to cuda_graphs_default() (on).
+  void set_cuda_graphs(bool on);
+  bool cuda_graphs() const { return graphs_on_; }
+  const StepGraphs& step_graphs() const { return graphs_; }
+  static constexpr int64_t kGraphMaxTokens = 32;  // the skinny GEMM / decode attention bound
   // A cache shaped for this model (this rank's KV heads).
   FullKVCache make_cache(int64_t capacity) const;
 
@@ -56,8 +64,22 @@ class LlamaModel {
   static int64_t process_forwarded_tokens();
 
  private:
-  void run_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
-                 const RopeTable& rope, int64_t out_from, float* logits_out, bool capture_last_row);
+  // What a graph-captured chunk does differently: attention over a grid for
+  // grid_slots with the model's own workspace, and copies that do not wait.
+  struct GraphLaunch {
+    int64_t grid_slots = 0;
+  };
+  // Host half of a chunk: the rope rows (on the host, as transformers computes
+  // them), the slot claim, and the inputs staged for the device. Returns the first slot.
+  int64_t stage_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
+                      const RopeTable& rope);
+  // A staged chunk, eagerly or as a CUDA graph step.
+  void run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+                bool capture_last_row);
+  // Device half: every launch of the chunk (what a graph captures). With g,
+  // logits go to logits_out without waiting (pinned memory, read after a sync).
+  void run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+                 bool capture_last_row, const GraphLaunch* g);
 
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   ModelConfig cfg_;
@@ -66,7 +88,7 @@ class LlamaModel {
   int64_t max_chunk_;
   int64_t forwarded_ = 0;
   Rope rope_;
-  void upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
+  void stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
 
   Device device_ = Device::CPU;
   DType dtype_ = DType::F32;
@@ -79,7 +101,17 @@ class LlamaModel {
   // copy), the constant rows 0..C-1, the rope rows, f32 logits rows, and the
   // one-token outputs of the fused q/k/v and gate/up GEMMs
   Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv1_, gu1_;
+  // CUDA graphs: on/off, the recorded steps, pinned logits rows of a graph
+  // step, and the attention split scratch the graphs point at
+  bool graphs_on_ = false;
+  StepGraphs graphs_;
+  Tensor logits_host_, attn_ws_;
 };
+
+// The process-wide default of LlamaModel::cuda_graphs() for models made after
+// the call (`--no-cuda-graphs` turns it off before any model exists).
+void set_cuda_graphs_default(bool on);
+bool cuda_graphs_default();
 
 // Greedy continuation: the n_new tokens argmax-decoded after `prompt`.
 std::vector<int32_t> greedy_generate(LlamaModel& model, const std::vector<int32_t>& prompt, int64_t n_new);

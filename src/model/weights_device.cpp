@@ -87,6 +87,11 @@ const Synthetic kSynthetic[] = {
         "num_hidden_layers":30,"num_attention_heads":9,"num_key_value_heads":3,"vocab_size":49152,
         "max_position_embeddings":8192,"rms_norm_eps":1e-5,"rope_theta":100000.0,
         "bos_token_id":0,"eos_token_id":0,"tie_word_embeddings":true,"torch_dtype":"bfloat16"})"},
+    {"llama-68m",  // JackFram/llama-68m, the paper's draft model
+     R"({"architectures":["LlamaForCausalLM"],"hidden_size":768,"intermediate_size":3072,
+        "num_hidden_layers":2,"num_attention_heads":12,"num_key_value_heads":12,"vocab_size":32000,
+        "max_position_embeddings":2048,"rms_norm_eps":1e-6,"rope_theta":10000.0,
+        "bos_token_id":0,"eos_token_id":2,"tie_word_embeddings":false,"torch_dtype":"float32"})"},
 };
 const std::string kPrefix = "synthetic:";
 

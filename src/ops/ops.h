@@ -85,7 +85,23 @@ struct AttentionParams {
   int64_t head_dim = 0;
   float scale = 0.0f;        // 0: 1/sqrt(head_dim)
   int64_t row_block = 64;    // query rows per score block (bounds scratch to row_block * length)
+  // CUDA decode (1..32 queries) only. grid_slots > 0 sizes the split grid for
+  // that many slots (>= the length) so the launch depends on the length only
+  // through the device copy (capturable in a CUDA graph); the result is bit
+  // for bit the one sized for the length. workspace: the caller's split scratch
+  // of attention_workspace_bytes(n, heads, head_dim, grid_slots) bytes (else a
+  // process-wide one that grows).
+  int64_t grid_slots = 0;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
+// Decode attention splits the KV at fixed multiples of this many slots (batch invariance).
+constexpr int64_t kAttentionSplitSlots = 512;
+// fp32 split scratch of a decode attention call of n queries over `slots` slots.
+inline size_t attention_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int64_t slots) {
+  const int64_t splits = slots > 0 ? (slots + kAttentionSplitSlots - 1) / kAttentionSplitSlots : 1;
+  return sizeof(float) * size_t(splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1);
+}
 // q f32 [n, heads, hd]; q_positions i32 [n]; out f32 [n, heads, hd].
 // Causal by position: the query at position p sees slots whose position <= p.
 // On CUDA, q_positions holds each query's SLOT instead (device caches store

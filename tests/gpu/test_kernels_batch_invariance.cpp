@@ -81,3 +81,48 @@ TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
         }
 #endif
 }
+
+// What a CUDA graph step relies on: a grid sized for more slots than the
+// length (the graph's bucket, up to the capacity) gives the bits of the grid
+// sized for the length. The extra splits exit at once and the combine skips
+// them, so their (poisoned) workspace is never read.
+TEST(BatchInvariance, GridAboveTheLengthGivesTheLengthsBits) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  const DType dt = DType::BF16;
+  const int64_t D = 128, H = 12, KH = 3, cap = 8192 + 64;
+  auto kh = uniform(size_t(KH * cap * D), 4), vh = uniform(size_t(KH * cap * D), 5);
+  auto qh = uniform(size_t(7 * H * D), 6, 2.0f);
+  round_to(kh, dt), round_to(vh, dt), round_to(qh, dt);
+  DeviceBuffer k = upload_as(kh, dt), v = upload_as(vh, dt), q = upload_as(qh, dt);
+  for (int64_t n : {1, 7})
+    for (int64_t L : {1, 7, 511, 512, 513, 1025, 4097, 8192})
+      for (int64_t grid : {int64_t(2048), cap}) {
+        if (L < n || grid < L) continue;
+        SCOPED_TRACE(testing::Message() << "n=" << n << " L=" << L << " grid=" << grid);
+        auto attend = [&](int64_t max_length) {
+          std::vector<int32_t> slots(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) slots[size_t(i)] = int32_t(L - n + i);
+          const int32_t len = int32_t(L);
+          DeviceBuffer dslots(slots.size() * 4), dlen(4), out(size_t(n * H * D) * 2);
+          dslots.upload(slots.data(), slots.size() * 4);
+          dlen.upload(&len, 4);
+          out.poison();
+          AttentionDecodeParams p;
+          p.q = q.get(), p.k_cache = k.get(), p.v_cache = v.get();
+          p.out = out.get(), p.kv_length = dlen.as<int32_t>(), p.q_positions = dslots.as<int32_t>();
+          p.n = n, p.num_heads = H, p.num_kv_heads = KH, p.head_dim = D, p.capacity = cap;
+          p.max_length = max_length, p.split_slots = 512, p.dtype = dt;
+          DeviceBuffer ws(attention_decode_workspace_bytes(p));
+          ws.poison();
+          p.workspace = ws.as<float>();
+          attention_decode(p);
+          return download_as(out, size_t(n * H * D), dt);
+        };
+        const auto exact = attend(L);
+        const auto wide = attend(grid);
+        for (float x : wide) ASSERT_TRUE(std::isfinite(x));
+        ASSERT_EQ(bits(wide), bits(exact));
+      }
+#endif
+}

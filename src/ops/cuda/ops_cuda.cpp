@@ -16,6 +16,7 @@
 #include "rope.cuh"
 #include "sampling.cuh"
 #include "softmax_top_p.cuh"
+#include "stream.cuh"
 #endif
 
 namespace tf::ops::cuda_body {
@@ -72,7 +73,7 @@ void embedding(const Tensor& table, const Tensor& tokens, Tensor& out) {
   cuda::EmbeddingParams p;
   p.table = table.data, p.tokens = tokens.ptr<int32_t>(), p.out = out.data;
   p.n = tokens.shape[0], p.vocab = table.shape[0], p.d = table.shape[1], p.dtype = table.dtype;
-  cuda::embedding(p);
+  cuda::embedding(p, cuda::compute_stream());
 }
 
 void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& rp) {
@@ -85,7 +86,7 @@ void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormPa
   cuda::RmsNormParams p;
   p.x = x.data, p.weight = weight.data, p.out = out.data, p.n = x.shape[0], p.d = x.shape[1];
   p.eps = rp.eps, p.dtype = x.dtype;
-  cuda::rmsnorm(p);
+  cuda::rmsnorm(p, cuda::compute_stream());
 }
 
 void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& rp) {
@@ -99,7 +100,7 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
   cuda::RmsNormParams p;
   p.residual = residual.data, p.x = x.data, p.weight = weight.data, p.out = out.data;
   p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype;
-  cuda::rmsnorm(p);
+  cuda::rmsnorm(p, cuda::compute_stream());
 }
 
 void add_inplace(Tensor& residual, const Tensor& x) {
@@ -109,7 +110,7 @@ void add_inplace(Tensor& residual, const Tensor& x) {
   TF_CHECK(residual.shape == x.shape, "add_inplace: shapes differ");
   cuda::AddParams p;
   p.residual = residual.data, p.x = x.data, p.count = x.numel(), p.dtype = x.dtype;
-  cuda::add_inplace(p);
+  cuda::add_inplace(p, cuda::compute_stream());
 }
 
 void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
@@ -128,13 +129,13 @@ void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
     cuda::SkinnyGemmParams p;
     p.x = x.data, p.w = weight.data, p.y = y.data, p.n = x.shape[0], p.in = x.shape[1], p.out = weight.shape[0];
     p.dtype = x.dtype, p.y_dtype = y.dtype;
-    cuda::gemm_skinny(p);
+    cuda::gemm_skinny(p, cuda::compute_stream());
     return;
   }
   cuda::GemmParams p;
   p.x = x.data, p.w = weight.data, p.y = y.data, p.n = x.shape[0], p.in = x.shape[1], p.out = weight.shape[0];
   p.dtype = x.dtype, p.y_dtype = y.dtype;
-  cuda::gemm(p);
+  cuda::gemm(p, cuda::compute_stream());
 }
 
 void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows) {
@@ -153,7 +154,7 @@ void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, c
     expect_half("rope_apply_rows", "k", *k, q.dtype);
     TF_CHECK(k->shape[0] == q.shape[0] && k->shape[2] == q.shape[2], "rope_apply_rows: k shape mismatch");
   }
-  cuda::rope(p);
+  cuda::rope(p, cuda::compute_stream());
 }
 
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
@@ -165,7 +166,7 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   TF_CHECK(gate.shape == up.shape && out.shape == gate.shape, "silu_mul: shapes differ");
   cuda::SiluMulParams p;
   p.gate = gate.data, p.up = up.data, p.out = out.data, p.count = gate.numel(), p.dtype = gate.dtype;
-  cuda::silu_mul(p);
+  cuda::silu_mul(p, cuda::compute_stream());
 }
 
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& ap) {
@@ -186,7 +187,7 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     g.q_slots = q_slots.ptr<int32_t>(), g.n = n, g.num_heads = ap.num_heads, g.num_kv_heads = ap.num_kv_heads;
     g.head_dim = ap.head_dim, g.head_stride = kv.head_stride, g.token_stride = kv.token_stride;
     g.scale = ap.scale, g.dtype = q.dtype;
-    cuda::attention_generic(g);
+    cuda::attention_generic(g, cuda::compute_stream());
     return;
   }
   if (n > 32) {  // prefill-sized calls: the tensor-core flash kernel (queries are the last n slots)
@@ -196,7 +197,7 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     pp.n = n, pp.kv_length = kv.length, pp.num_heads = ap.num_heads, pp.num_kv_heads = ap.num_kv_heads;
     pp.head_dim = ap.head_dim, pp.capacity = kv.capacity, pp.head_stride = kv.head_stride;
     pp.token_stride = kv.token_stride, pp.scale = ap.scale, pp.dtype = q.dtype;
-    cuda::attention_prefill(pp);
+    cuda::attention_prefill(pp, cuda::compute_stream());
     return;
   }
   const int64_t per = 32;  // the decode kernel's query limit; longer calls go block by block
@@ -210,13 +211,20 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     p.q_positions = q_slots.ptr<int32_t>() + i0;
     p.n = m, p.num_heads = ap.num_heads, p.num_kv_heads = ap.num_kv_heads, p.head_dim = ap.head_dim;
     p.capacity = kv.capacity, p.head_stride = kv.head_stride, p.token_stride = kv.token_stride;
-    p.max_length = std::max<int64_t>(1, kv.length);
+    p.max_length = std::max<int64_t>(1, ap.grid_slots > 0 ? ap.grid_slots : kv.length);
     // Fixed 512-slot splits from slot 0: a query's output is then the same in
     // a 7-token verification and in its own decode step (batch invariance).
-    p.split_slots = 512;
+    p.split_slots = kAttentionSplitSlots;
     p.scale = ap.scale, p.dtype = q.dtype;
-    p.workspace = workspace().get(cuda::attention_decode_workspace_bytes(p));
-    cuda::attention_decode(p);
+    const size_t need = cuda::attention_decode_workspace_bytes(p);
+    if (ap.workspace) {
+      TF_CHECK(n <= per && ap.workspace_bytes >= need,
+               "attention: caller workspace of " << ap.workspace_bytes << " bytes, the call needs " << need);
+      p.workspace = static_cast<float*>(ap.workspace);
+    } else {
+      p.workspace = workspace().get(need);
+    }
+    cuda::attention_decode(p, cuda::compute_stream());
   }
 }
 
@@ -227,7 +235,7 @@ void argmax(const Tensor& x, Tensor& out) {
            "argmax: expected f32 [n, vocab] into i32 [n]");
   cuda::ArgmaxParams p;
   p.x = x.ptr<float>(), p.out = out.ptr<int32_t>(), p.n = x.shape[0], p.vocab = x.shape[1];
-  cuda::argmax(p);
+  cuda::argmax(p, cuda::compute_stream());
 }
 
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& sp) {
@@ -239,7 +247,7 @@ void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& sp)
   cuda::SoftmaxTopPParams p;
   p.logits = logits.ptr<float>(), p.probs = probs.ptr<float>(), p.n = logits.shape[0], p.vocab = logits.shape[1];
   p.temperature = sp.temperature, p.top_p = sp.top_p, p.min_tokens_to_keep = sp.min_tokens_to_keep;
-  cuda::softmax_top_p(p);
+  cuda::softmax_top_p(p, cuda::compute_stream());
 }
 
 #else  // built without CUDA

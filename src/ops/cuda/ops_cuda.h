@@ -1,6 +1,6 @@
 // CUDA bodies of ops/ops.h, called by the dispatching ops when a tensor lives
 // on Device::CUDA. Each validates dtypes and shapes, then launches the kernel
-// of kernels/ on the default stream. Built without CUDA, each throws.
+// of kernels/ on cuda::compute_stream(). Built without CUDA, each throws.
 #pragma once
 #include "ops/ops.h"
 
