@@ -200,6 +200,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "quiet", po::bool_switch(), "no progress lines")(
       "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
       "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)");
+  add_offload_options(desc);
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                  "INI file with any of these keys; the command line wins");
   po::variables_map vm;
@@ -298,8 +299,17 @@ int cmd_sweep(const std::vector<std::string>& args) {
   std::set<std::pair<int64_t, int64_t>> cuts;
   for (const auto& p : mine)
     if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false,
-                           parse_device(device, vm["dtype"].as<std::string>()));
+  DeviceChoice dev = parse_device(device, vm["dtype"].as<std::string>());
+  apply_offload_options(vm, peek_config(path).num_layers, dev);
+  if (dev.offload.enabled) {
+    // The plan pins the longest point's cache twice: the shared snapshot and
+    // the copy each grid point decodes in.
+    int64_t longest = 0;
+    for (const auto& p : mine) longest = std::max(longest, p.context + p.max_new + 64);
+    dev.plan_context = longest;
+    dev.plan.kv_copies = 2;
+  }
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false, dev);
 
   sweep::FileHeader header;
   header.config = resolved_config(desc, vm, path);

@@ -65,7 +65,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
-  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity, device_, dtype_);
+  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity, device_, dtype_, offload_);
 }
 
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out) {
@@ -198,6 +198,7 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
   std::copy_n(positions, n, host_pos.ptr<int32_t>());
   ops::rope_cos_sin(inv_freq_, host_pos, cs, sn, ops::RopeParams{rope.attention_scaling});
   const int64_t slot = cache.append_slots(positions, n);
+  cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
   Tensor dcs, dsn, rows, qslots;
   if (cuda) {
     upload_inputs(tokens, positions, n, slot);
@@ -237,8 +238,10 @@ void LlamaModel::run_chunk(const int32_t* tokens, const int32_t* positions, int6
       Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
       std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
     }
+    cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
     cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
+    cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     ops::linear(att2, L.wo, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)

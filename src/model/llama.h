@@ -32,8 +32,12 @@ class LlamaModel {
   DType dtype() const { return dtype_; }
 
   dist::Communicator* communicator() const { return comm_; }
-  // A cache shaped for this model (this rank's KV heads).
+  // A cache shaped for this model (this rank's KV heads); offloaded when
+  // set_kv_offload enabled it (the target's full caches: prefill snapshot,
+  // top level, ar). Retrieval and draft caches are built directly, on the device.
   FullKVCache make_cache(int64_t capacity) const;
+  void set_kv_offload(const KVOffloadOptions& o) { offload_ = o; }
+  const KVOffloadOptions& kv_offload() const { return offload_; }
 
   // Forward n new tokens at explicit positions, appending their K/V at slots
   // cache.length() .. cache.length()+n-1. Attention is causal by position (a
@@ -59,6 +63,7 @@ class LlamaModel {
   LlamaWeights w_;
   dist::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
+  KVOffloadOptions offload_;
   Rope rope_;
   void upload_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
 

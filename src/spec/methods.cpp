@@ -274,8 +274,20 @@ double ms(int64_t ns) { return double(ns) / 1e6; }
 
 }  // namespace
 
-MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
-                         const PrefillSnapshot* snapshot, DraftModels* drafts) {
+namespace {
+
+// Slots the top level's cache needs beyond the prompt (the chain's speculation room).
+int64_t spec_room_of(const ResolvedMethod& rm) {
+  int64_t room = 8;
+  for (int64_t g : rm.gammas) room += g;
+  return room;
+}
+
+// consumable: a snapshot whose cache the top level (or ar) may adopt instead
+// of copying; only an offloaded target does, where the copy is tens of GB of
+// pinned memory (a device cache keeps the copy path every test checks).
+MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                              const PrefillSnapshot* snapshot, PrefillSnapshot* consumable, DraftModels* drafts) {
   TF_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   const PhaseClock clock(req.device_sync);
   MethodOutcome out;
@@ -287,26 +299,37 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   const int64_t max_new = req.max_new_tokens;
   const SamplingParams& sp = req.sampling;
 
+  const bool offloaded = target.kv_offload().enabled;
   std::unique_ptr<PrefillSnapshot> own_snapshot;
   if (snapshot) {
     TF_CHECK(snapshot->prompt() == prompt && snapshot->fits(target),
              "prefill snapshot: taken for another prompt or model than this run's");
     out.prefill_reused = true;
   } else {
-    own_snapshot = std::make_unique<PrefillSnapshot>(target, prompt, clock);
+    const int64_t room = offloaded ? P + max_new + (rm.chain.levels.empty() ? 0 : spec_room_of(rm)) : 0;
+    own_snapshot = std::make_unique<PrefillSnapshot>(target, prompt, clock, room);
     snapshot = own_snapshot.get();
+    consumable = own_snapshot.get();
   }
+  // Whether the snapshot's cache can become the cache of `capacity` slots.
+  auto adoptable = [&](int64_t capacity) {
+    return offloaded && consumable && !consumable->cache_taken() && consumable->cache().capacity() >= capacity;
+  };
   out.times.prefill = snapshot->prefill_ns();
   const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);  // what a cache holds before the first step
 
   if (rm.chain.levels.empty()) {  // ar
     TF_CHECK(policy.kind == ReretrievePolicy::Kind::never,
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
-    FullKVCache cache = target.make_cache(P + max_new);
-    {
+    std::unique_ptr<FullKVCache> own;
+    if (adoptable(P + max_new)) {
+      own = std::make_unique<FullKVCache>(consumable->take_cache());
+    } else {
+      own = std::make_unique<FullKVCache>(target.make_cache(P + max_new));
       ScopedPhase t(clock, out.times.setup);
-      copy_prefix(snapshot->cache(), P, cache);
+      copy_prefix(snapshot->cache(), P, *own);
     }
+    FullKVCache& cache = *own;
     const int64_t t0 = clock.now_ns();
     GenerateResult g =
         continue_autoregressive(target, cache, snapshot->last_logits().data(), max_new, sp, req.stop_ids);
@@ -317,8 +340,7 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   } else {
     const auto& L = rm.chain.levels;
     const int64_t V = target.config().vocab_size;
-    int64_t spec_room = 8;
-    for (int64_t g : rm.gammas) spec_room += g;
+    const int64_t spec_room = spec_room_of(rm);
     const int64_t capacity = P + max_new + spec_room;
     DraftModels local_drafts;
     DraftModels& dm = drafts ? *drafts : local_drafts;
@@ -341,7 +363,11 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
       }
       LlamaModel& model = model_of(l);
       std::unique_ptr<Verifier> v;
-      if (l.cache == LevelSpec::Cache::full) {
+      if (l.cache == LevelSpec::Cache::full && i + 1 == L.size() && adoptable(capacity)) {
+        // The top level, built last: every other level has already read the snapshot.
+        ScopedPhase t(clock, out.times.setup);
+        v = std::make_unique<ModelRunner>(model, consumable->take_cache(), head);
+      } else if (l.cache == LevelSpec::Cache::full) {
         auto r = std::make_unique<ModelRunner>(model, capacity);
         if (shares_prefill(l)) {
           ScopedPhase t(clock, out.times.setup);
@@ -442,6 +468,18 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   out.decode_ms_per_token = ms(out.times.decode) / n;
   out.e2e_ms_per_token = ms(out.times.total) / n;
   return out;
+}
+
+}  // namespace
+
+MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                         const PrefillSnapshot* snapshot, DraftModels* drafts) {
+  return run_method_impl(target, req, prompt, snapshot, nullptr, drafts);
+}
+
+MethodOutcome run_method_consuming(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                                   PrefillSnapshot& snapshot, DraftModels* drafts) {
+  return run_method_impl(target, req, prompt, &snapshot, &snapshot, drafts);
 }
 
 nlohmann::json MethodOutcome::to_json() const {
