@@ -93,14 +93,14 @@ int cmd_info(const std::vector<std::string>& args) {
     std::printf("fits on this GPU: %s (%.2f GiB free)\n", plan.total() <= double(free_b) ? "yes" : "no",
                 double(free_b) / (1024.0 * 1024.0 * 1024.0));
   }
+#else
+  std::cout << "CUDA: not built\n";
+#endif
   if (plan.host_total() > 0) {
     const double avail = kv_offload::host_available_bytes();
     std::printf("fits in host memory: %s (%.2f GiB available)\n", plan.host_total() <= avail ? "yes" : "no",
                 avail / (1024.0 * 1024.0 * 1024.0));
   }
-#else
-  std::cout << "CUDA: not built\n";
-#endif
   return 0;
 }
 
