@@ -140,6 +140,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "json", po::bool_switch(), "print one JSON object with the result as the last line")(
       "tp-mode", po::value<std::string>()->default_value("driven"), kTpModeHelp)(
       "no-cuda-graphs", po::bool_switch(), "CUDA: run every step eagerly instead of replaying CUDA graphs (for comparison)");
+  add_offload_options(desc);
   po::variables_map vm;
   if (!parse("generate", args, desc, vm)) return 0;
   dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
@@ -161,6 +162,11 @@ int cmd_generate(const std::vector<std::string>& args) {
   // Phase clocks read after the device finishes (the forward's logits copy
   // already waits; this covers the caches' device copies too).
   if (dev.device == Device::CUDA) req.device_sync = [] { device_synchronize(); };
+  const std::string path = vm.count("target") ? vm["target"].as<std::string>() : default_model_path();
+  apply_offload_options(vm, peek_config(path).num_layers, dev);
+  // --compare with --offload-kv: the first method copies the snapshot's
+  // pinned cache, the second adopts it, so two full caches are pinned at once.
+  if (dev.offload.enabled && vm.count("compare")) dev.plan.kv_copies = 2;
 
   req.method = vm["method"].as<std::string>();
   if (vm.count("chain")) {
@@ -181,7 +187,6 @@ int cmd_generate(const std::vector<std::string>& args) {
   TF_CHECK(req.window >= 0, "--window: expected at least 1 (0 = default), got " << req.window);
   if (vm.count("gammas")) req.gammas = parse_gammas(vm["gammas"].as<std::string>());
 
-  const std::string path = vm.count("target") ? vm["target"].as<std::string>() : default_model_path();
   std::vector<int32_t> prompt;
   std::string prompt_text;
   if (vm.count("prompt-tokens")) {
@@ -234,8 +239,12 @@ int cmd_generate(const std::vector<std::string>& args) {
   // One prefill serves both methods of a --compare.
   spec::DraftModels drafts;
   req.target_path = path;
-  std::unique_ptr<spec::PrefillSnapshot> snap = dist::TargetLevels(*s.model).snapshot(prompt);
-  spec::MethodOutcome o = spec::run_method(*s.model, req, prompt, snap.get(), &drafts);
+  // Offloaded, the snapshot has room for the generation: the last method run
+  // on it adopts its pinned cache instead of copying it.
+  std::unique_ptr<spec::PrefillSnapshot> snap = dist::TargetLevels(*s.model).snapshot(
+      prompt, spec::PhaseClock(), dev.offload.enabled ? int64_t(prompt.size()) + req.max_new_tokens + 64 : 0);
+  spec::MethodOutcome o = vm.count("compare") ? spec::run_method(*s.model, req, prompt, snap.get(), &drafts)
+                                              : spec::run_method_consuming(*s.model, req, prompt, *snap, &drafts);
   o.prefill_reused = false;  // this run's own prefill
   std::unique_ptr<spec::MethodOutcome> cmp;
   if (vm.count("compare")) {
@@ -248,7 +257,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     other.chunk = req.chunk;
     other.sink = req.sink;
     other.target_path = path;
-    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method(*s.model, other, prompt, snap.get(), &drafts));
+    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method_consuming(*s.model, other, prompt, *snap, &drafts));
   }
 
   auto text_of = [&](const std::vector<int32_t>& toks) {

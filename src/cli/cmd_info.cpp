@@ -31,6 +31,7 @@ int cmd_info(const std::vector<std::string>& args) {
       "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size for the plan")(
       "max-chunk", po::value<int64_t>()->default_value(0), "prefill chunk (0: 512 on CPU, 2048 on CUDA)")(
       "tp", po::value<int64_t>()->default_value(1), "tensor-parallel ranks (per-rank plan)");
+  add_offload_options(desc);
   po::variables_map vm;
   if (!parse("info", args, desc, vm)) return 0;
   const std::string path = vm.count("model") ? vm["model"].as<std::string>() : default_model_path();
@@ -65,7 +66,14 @@ int cmd_info(const std::vector<std::string>& args) {
   pr.dtype = pr.device == Device::CPU ? DType::F32 : dt == "f16" ? DType::F16 : DType::BF16;
   pr.context = context;
   const int64_t mc = vm["max-chunk"].as<int64_t>();
-  pr.max_chunk = mc > 0 ? mc : (pr.device == Device::CUDA ? 2048 : 512);
+  const bool offload = vm["offload-kv"].as<bool>();
+  const int64_t on_chip = vm["on-chip-layers"].as<int64_t>();
+  TF_CHECK(!offload || pr.device == Device::CUDA, "--offload-kv: needs --device cuda (a CPU cache already lives in host memory)");
+  TF_CHECK(on_chip >= 0 && on_chip <= c.num_layers && (offload || on_chip == 0),
+           "--on-chip-layers: " << on_chip << " needs --offload-kv and a value in [0, " << c.num_layers << "]");
+  pr.offload_kv = offload;
+  pr.on_chip_layers = on_chip;
+  pr.max_chunk = mc > 0 ? mc : offload ? kOffloadPrefillChunk : (pr.device == Device::CUDA ? 2048 : 512);
   const std::string method = vm["method"].as<std::string>();
   pr.retrieval = method == "triforce" || method == "retrieval" || method == "ngram-triforce";
   pr.budget = vm["budget"].as<int64_t>();
@@ -88,6 +96,11 @@ int cmd_info(const std::vector<std::string>& args) {
 #else
   std::cout << "CUDA: not built\n";
 #endif
+  if (plan.host_total() > 0) {
+    const double avail = kv_offload::host_available_bytes();
+    std::printf("fits in host memory: %s (%.2f GiB available)\n", plan.host_total() <= avail ? "yes" : "no",
+                avail / (1024.0 * 1024.0 * 1024.0));
+  }
   return 0;
 }
 

@@ -204,6 +204,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "tp-mode", po::value<std::string>()->default_value("driven"),
       "under mpirun -np N (N > 1): driven = rank 0 runs every point (and holds the drafts), the workers serve its "
       "target steps; lockstep = every rank runs every point on its shard");
+  add_offload_options(desc);
   desc.add_options()("help,h", "show this help")("config", po::value<std::string>(),
                                                  "INI file with any of these keys; the command line wins");
   po::variables_map vm;
@@ -305,8 +306,17 @@ int cmd_sweep(const std::vector<std::string>& args) {
   std::set<std::pair<int64_t, int64_t>> cuts;
   for (const auto& p : mine)
     if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
-  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false,
-                           parse_device(device, vm["dtype"].as<std::string>()));
+  DeviceChoice dev = parse_device(device, vm["dtype"].as<std::string>());
+  apply_offload_options(vm, peek_config(path).num_layers, dev);
+  if (dev.offload.enabled) {
+    // The plan pins the longest point's cache twice: the shared snapshot and
+    // the copy each grid point decodes in.
+    int64_t longest = 0;
+    for (const auto& p : mine) longest = std::max(longest, p.context + p.max_new + 64);
+    dev.plan_context = longest;
+    dev.plan.kv_copies = 2;
+  }
+  Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false, dev);
   if (dist::tp_driven() && dist::is_worker()) {
     dist::serve_steps(*s.model);  // rank 0 runs the points; shutdown ends it
     return 0;

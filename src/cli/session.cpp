@@ -22,6 +22,29 @@ DeviceChoice parse_device(const std::string& device, const std::string& dtype) {
   return d;
 }
 
+void add_offload_options(boost::program_options::options_description& desc) {
+  namespace po = boost::program_options;
+  desc.add_options()("offload-kv", po::bool_switch(),
+                     "keep the target's full KV cache in pinned host memory, streamed to the GPU layer by layer "
+                     "(CUDA only)")(
+      "on-chip-layers", po::value<int64_t>()->default_value(0),
+      "with --offload-kv: the first K layers' KV stay on the GPU");
+}
+
+void apply_offload_options(const boost::program_options::variables_map& vm, int64_t num_layers, DeviceChoice& dev) {
+  const bool off = vm.count("offload-kv") && vm["offload-kv"].as<bool>();
+  const int64_t k = vm.count("on-chip-layers") ? vm["on-chip-layers"].as<int64_t>() : 0;
+  TF_CHECK(k >= 0 && k <= num_layers, "--on-chip-layers: " << k << " is outside [0, " << num_layers << "]");
+  TF_CHECK(off || k == 0, "--on-chip-layers: needs --offload-kv");
+  if (!off) return;
+  TF_CHECK(dev.device == Device::CUDA,
+           "--offload-kv: needs --device cuda (a CPU cache already lives in host memory)");
+  dev.offload.enabled = true;
+  dev.offload.on_chip_layers = k;
+  dev.plan.offload_kv = true;
+  dev.plan.on_chip_layers = k;
+}
+
 ModelConfig peek_config(const std::string& path) {
   if (is_synthetic_path(path)) return synthetic_config(path);
   return open_checkpoint(path).config;
@@ -51,7 +74,10 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     nccl_comm = nccl;
   }
 #endif
-  const int64_t chunk = dev.max_chunk > 0 ? dev.max_chunk : (dev.device == Device::CUDA ? 2048 : 512);
+  const int64_t chunk = dev.max_chunk > 0             ? dev.max_chunk
+                        : dev.offload.enabled           ? kOffloadPrefillChunk
+                        : dev.device == Device::CUDA    ? 2048
+                                                        : 512;
   PlanRequest pr = dev.plan;
   pr.device = dev.device;
   pr.dtype = dev.dtype;
@@ -63,6 +89,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     size_t free_b = 0, total_b = 0;
     device_memory(free_b, total_b);
     check_plan_fits(s.plan, double(free_b), "the GPU");
+    check_host_fits(s.plan, kv_offload::host_available_bytes());
   }
   // Tokenizer first: a bad tokenizer fails before the weights are read.
   if (with_tokenizer) {
@@ -78,6 +105,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     LlamaWeights w = synthetic ? synthetic_weights(cfg, dev.device, dev.dtype, 1234, shard)
                                : upload_weights(LlamaWeights::load(*ck->weights, cfg, shard), dev.device, dev.dtype);
     s.model = std::make_unique<LlamaModel>(cfg, std::move(w), chunk, nccl_comm);
+    s.model->set_kv_offload(dev.offload);  // each rank offloads its own KV heads
     if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
     return s;
   }
@@ -89,6 +117,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   } else {
     s.model = dist::load_model_shard(*ck, chunk);  // this rank's tensor-parallel shard (the whole model in one process)
   }
+  s.model->set_kv_offload(dev.offload);
   if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));
   return s;
 }

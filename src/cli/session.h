@@ -3,6 +3,7 @@
 // cache sized for the request, and the tokenizer.
 #pragma once
 #include <memory>
+#include <boost/program_options.hpp>
 #include <string>
 
 #include "kv/full_cache.h"
@@ -19,7 +20,17 @@ struct DeviceChoice {
   int64_t max_chunk = 0;     // prefill chunk; 0: 512 on the CPU, 2048 on CUDA
   int64_t plan_context = 0;  // tokens the memory plan reserves (0: kv capacity, else 4096)
   PlanRequest plan;          // method-specific parts of the plan (retrieval, draft)
+  KVOffloadOptions offload;  // --offload-kv / --on-chip-layers: the target's full caches
 };
+
+// The prefill chunk of an offloaded run: each chunk streams the whole prefix
+// through the staging slots once, so large chunks move the KV few times.
+constexpr int64_t kOffloadPrefillChunk = 8192;
+
+// Adds --offload-kv and --on-chip-layers to a subcommand's options.
+void add_offload_options(boost::program_options::options_description& desc);
+// Reads them into dev.offload; a one-line error on the CPU device or a bad K.
+void apply_offload_options(const boost::program_options::variables_map& vm, int64_t num_layers, DeviceChoice& dev);
 
 // --device cpu|cuda and --dtype f16|bf16 (ignored on the CPU) as a DeviceChoice.
 DeviceChoice parse_device(const std::string& device, const std::string& dtype);

@@ -22,6 +22,7 @@ namespace {
 class FullLevel : public TargetLevel {
  public:
   FullLevel(LlamaModel& m, int64_t capacity) : r_(m, capacity) {}
+  FullLevel(LlamaModel& m, FullKVCache cache, const std::vector<int32_t>& tokens) : r_(m, std::move(cache), tokens) {}
   int64_t vocab() const override { return r_.vocab(); }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
@@ -121,9 +122,14 @@ std::unique_ptr<TargetLevel> TargetLevels::streaming(int64_t sink, int64_t windo
   return make(s);
 }
 
+std::unique_ptr<TargetLevel> TargetLevels::full_adopting(FullKVCache cache, const std::vector<int32_t>& tokens) {
+  TF_CHECK(!tp_driven(), "target levels: a driven level cannot adopt a cache (its mirrors have their own)");
+  return std::make_unique<FullLevel>(*target_, std::move(cache), tokens);
+}
+
 std::unique_ptr<spec::PrefillSnapshot> TargetLevels::snapshot(const std::vector<int32_t>& prompt,
-                                                              const spec::PhaseClock& clock) {
-  if (!tp_driven()) return std::make_unique<spec::PrefillSnapshot>(*target_, prompt, clock);
+                                                              const spec::PhaseClock& clock, int64_t capacity) {
+  if (!tp_driven()) return std::make_unique<spec::PrefillSnapshot>(*target_, prompt, clock, capacity);
   TF_CHECK(!is_worker(), "prefill snapshots are taken on rank 0; workers mirror them");
   return std::make_unique<DrivenSnapshot>(step_driver(), *target_, prompt, clock);
 }

@@ -61,9 +61,14 @@ class TargetLevels {
   std::unique_ptr<TargetLevel> full(int64_t capacity);
   std::unique_ptr<TargetLevel> retrieval(const RetrievalOptions& opt, int64_t tail_capacity);
   std::unique_ptr<TargetLevel> streaming(int64_t sink, int64_t window, int64_t max_tail);
+  // A full level that adopts `cache` holding `tokens` (an offloaded target's
+  // snapshot cache, so tens of GB of pinned KV are not copied). Local only.
+  std::unique_ptr<TargetLevel> full_adopting(FullKVCache cache, const std::vector<int32_t>& tokens);
   // The target's prefill of `prompt`; driven: the workers take theirs too.
+  // capacity (local only): room in the snapshot's cache for a level that adopts it.
   std::unique_ptr<spec::PrefillSnapshot> snapshot(const std::vector<int32_t>& prompt,
-                                                  const spec::PhaseClock& clock = spec::PhaseClock());
+                                                  const spec::PhaseClock& clock = spec::PhaseClock(),
+                                                  int64_t capacity = 0);
   // The layer-skip draft (the target's first K layers and its head). One
   // process and lockstep: it shares the target's weights (a shard runs with
   // its ranks). Driven: rank 0 reads the first K layers whole from the

@@ -11,23 +11,38 @@
 namespace tf {
 
 FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity,
-                         Device device, DType dtype)
+                         Device device, DType dtype, KVOffloadOptions offload)
     : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity), device_(device),
-      dtype_(dtype) {
+      dtype_(dtype), on_chip_(num_layers) {
   TF_CHECK(num_layers > 0 && num_kv_heads > 0 && head_dim > 0 && capacity > 0,
            "FullKVCache: bad geometry layers=" << num_layers << " kv_heads=" << num_kv_heads
                                                << " head_dim=" << head_dim << " capacity=" << capacity);
-  const int64_t total = num_layers * num_kv_heads * capacity * head_dim;
+  const int64_t per_layer = num_kv_heads * capacity * head_dim;
   if (device_ == Device::CPU) {
+    TF_CHECK(!offload.enabled, "--offload-kv: needs --device cuda (a CPU cache already lives in host memory)");
     TF_CHECK(dtype_ == DType::F32, "FullKVCache: a CPU cache stores f32, got " << dtype_name(dtype_));
-    k_.assign(size_t(total), 0.0f);
-    v_.assign(size_t(total), 0.0f);
+    k_.assign(size_t(num_layers * per_layer), 0.0f);
+    v_.assign(size_t(num_layers * per_layer), 0.0f);
   } else {
     TF_CHECK(dtype_ == DType::F16 || dtype_ == DType::BF16,
              "FullKVCache: a CUDA cache stores f16 or bf16, got " << dtype_name(dtype_));
-    dk_ = empty_tensor(device_, dtype_, {total});
-    dv_ = empty_tensor(device_, dtype_, {total});
+    if (offload.enabled) {
+      TF_CHECK(offload.on_chip_layers >= 0, "--on-chip-layers: " << offload.on_chip_layers << " is negative");
+      on_chip_ = std::min(offload.on_chip_layers, num_layers);
+    }
+    if (on_chip_ > 0) {
+      dk_ = empty_tensor(device_, dtype_, {on_chip_ * per_layer});
+      dv_ = empty_tensor(device_, dtype_, {on_chip_ * per_layer});
+    }
     dlen_ = empty_tensor(device_, DType::I32, {1});
+    if (offloaded()) {
+      host_.first_layer = on_chip_, host_.layers = layers_, host_.kv_heads = kv_heads_;
+      host_.capacity = capacity_, host_.head_dim = head_dim_, host_.elem = dtype_size(dtype_);
+      const size_t bytes = size_t(layers_ - on_chip_) * host_.layer_bytes();
+      hk_ = kv_offload::alloc_pinned(bytes);
+      hv_ = kv_offload::alloc_pinned(bytes);
+      host_.host_k = hk_.get(), host_.host_v = hv_.get();
+    }
   }
   positions_.assign(size_t(capacity), 0);
 }
@@ -35,14 +50,25 @@ FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_
 FullKVCache::FullKVCache(const FullKVCache& o)
     : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
       device_(o.device_), dtype_(o.dtype_), length_(o.length_), identity_(o.identity_), k_(o.k_), v_(o.v_),
-      positions_(o.positions_) {
+      on_chip_(o.on_chip_), host_(o.host_), positions_(o.positions_) {
   if (device_ == Device::CUDA) {
-    dk_ = empty_tensor(device_, dtype_, o.dk_.shape);
-    dv_ = empty_tensor(device_, dtype_, o.dv_.shape);
+    if (o.dk_.data) {
+      dk_ = empty_tensor(device_, dtype_, o.dk_.shape);
+      dv_ = empty_tensor(device_, dtype_, o.dv_.shape);
+      copy_tensor(dk_, o.dk_);
+      copy_tensor(dv_, o.dv_);
+    }
     dlen_ = empty_tensor(device_, DType::I32, {1});
-    copy_tensor(dk_, o.dk_);
-    copy_tensor(dv_, o.dv_);
     copy_tensor(dlen_, o.dlen_);
+    if (offloaded()) {  // pinned to pinned, only the valid rows of each (layer, head)
+      const size_t bytes = host_bytes() / 2;
+      hk_ = kv_offload::alloc_pinned(bytes);
+      hv_ = kv_offload::alloc_pinned(bytes);
+      host_.host_k = hk_.get(), host_.host_v = hv_.get();
+      const size_t rows = size_t((layers_ - on_chip_) * kv_heads_), w = size_t(length_) * host_.row_bytes();
+      kv_offload::copy_2d(hk_.get(), host_.pitch(), o.hk_.get(), host_.pitch(), w, rows);
+      kv_offload::copy_2d(hv_.get(), host_.pitch(), o.hv_.get(), host_.pitch(), w, rows);
+    }
   }
 }
 
@@ -55,7 +81,33 @@ FullKVCache& FullKVCache::operator=(const FullKVCache& o) {
 }
 
 size_t FullKVCache::storage_bytes() const {
-  return 2 * size_t(layers_ * kv_heads_ * capacity_ * head_dim_) * dtype_size(dtype_);
+  return 2 * size_t(on_chip_ * kv_heads_ * capacity_ * head_dim_) * dtype_size(dtype_);
+}
+
+size_t FullKVCache::host_bytes() const {
+  return 2 * size_t((layers_ - on_chip_) * kv_heads_ * capacity_ * head_dim_) * dtype_size(dtype_);
+}
+
+void FullKVCache::offload_begin(int64_t slot) {
+  if (offloaded()) kv_offload::begin_chunk(host_, slot);
+}
+void FullKVCache::offload_before_layer(int64_t layer, int64_t slot) {
+  if (offloaded()) kv_offload::before_layer(host_, layer, slot);
+}
+void FullKVCache::offload_after_layer(int64_t layer, int64_t slot, int64_t n) {
+  if (offloaded()) kv_offload::after_layer(host_, layer, slot, n);
+}
+void FullKVCache::stage_layer(int64_t layer) const {
+  if (offloaded() && layer >= on_chip_) kv_offload::stage(host_, layer, length_);
+}
+
+void* FullKVCache::home_k(int64_t layer) const {
+  if (layer < on_chip_) return layer_k(layer).data;
+  return static_cast<uint8_t*>(hk_.get()) + size_t(layer - on_chip_) * host_.layer_bytes();
+}
+void* FullKVCache::home_v(int64_t layer) const {
+  if (layer < on_chip_) return layer_v(layer).data;
+  return static_cast<uint8_t*>(hv_.get()) + size_t(layer - on_chip_) * host_.layer_bytes();
 }
 
 void FullKVCache::sync_device_length() {
@@ -71,16 +123,24 @@ Tensor FullKVCache::layer_k(int64_t layer) const {
   t.device = device_;
   t.shape = {kv_heads_, capacity_, head_dim_};
   const size_t off = size_t(layer * kv_heads_ * capacity_ * head_dim_);
-  t.data = device_ == Device::CPU ? const_cast<float*>(k_.data()) + off
-                                  : static_cast<void*>(static_cast<uint8_t*>(dk_.data) + off * dtype_size(dtype_));
+  if (device_ == Device::CPU)
+    t.data = const_cast<float*>(k_.data()) + off;
+  else if (layer >= on_chip_)
+    t.data = kv_offload::staging_k(host_.slot_of(layer));
+  else
+    t.data = static_cast<uint8_t*>(dk_.data) + off * dtype_size(dtype_);
   return t;
 }
 
 Tensor FullKVCache::layer_v(int64_t layer) const {
   Tensor t = layer_k(layer);
   const size_t off = size_t(layer * kv_heads_ * capacity_ * head_dim_);
-  t.data = device_ == Device::CPU ? const_cast<float*>(v_.data()) + off
-                                  : static_cast<void*>(static_cast<uint8_t*>(dv_.data) + off * dtype_size(dtype_));
+  if (device_ == Device::CPU)
+    t.data = const_cast<float*>(v_.data()) + off;
+  else if (layer >= on_chip_)
+    t.data = kv_offload::staging_v(host_.slot_of(layer));
+  else
+    t.data = static_cast<uint8_t*>(dv_.data) + off * dtype_size(dtype_);
   return t;
 }
 

@@ -6,10 +6,19 @@
 // slot also records the position of the token stored in it, so attention can
 // mask causally by position. Attention reads it only through ops::KVView, so a
 // streaming or retrieval cache can hand attention views of its own.
+//
+// Offloaded (CUDA, KVOffloadOptions::enabled; see kv/kv_offload.h): layers
+// >= on_chip_layers live in pinned host memory; layer_k/layer_v/view of such
+// a layer point at its device staging slot, which holds the layer only
+// between the forward hooks (offload_before_layer .. after_layer) or after
+// stage_layer. Rollback is still a length reset.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
+#include "kv/kv_offload.h"
 #include "ops/ops.h"
 
 namespace tf {
@@ -17,7 +26,7 @@ namespace tf {
 class FullKVCache {
  public:
   FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity,
-              Device device = Device::CPU, DType dtype = DType::F32);
+              Device device = Device::CPU, DType dtype = DType::F32, KVOffloadOptions offload = {});
   FullKVCache(const FullKVCache& o);
   FullKVCache& operator=(const FullKVCache& o);
   FullKVCache(FullKVCache&&) = default;
@@ -25,8 +34,29 @@ class FullKVCache {
 
   Device device() const { return device_; }
   DType dtype() const { return dtype_; }
-  // Bytes of K and V storage.
+  // Bytes of K and V storage (on the cache's device; offloaded layers excluded).
   size_t storage_bytes() const;
+  // Pinned host bytes of the offloaded layers (0 when not offloaded).
+  size_t host_bytes() const;
+  bool offloaded() const { return on_chip_ < layers_; }
+  int64_t on_chip_layers() const { return on_chip_; }
+
+  // ---- the offload pipeline of one forward chunk (no-ops when not offloaded) ----
+  // After append_slots of the chunk's n slots starting at `slot`:
+  void offload_begin(int64_t slot);
+  // Before layer l's KV write: l's K/V are in its staging slot once the
+  // compute stream gets here; l+1's copy starts.
+  void offload_before_layer(int64_t layer, int64_t slot);
+  // After layer l's attention: its new rows go back to the host.
+  void offload_after_layer(int64_t layer, int64_t slot, int64_t n);
+  // Outside a forward: brings rows [0, length()) of an offloaded layer into its
+  // staging slot for the compute stream (layer_k/layer_v then point there);
+  // call kv_offload::release_staged() after the kernels that read it.
+  void stage_layer(int64_t layer) const;
+  // Where layer l's K or V lives: device memory or (offloaded) pinned host
+  // memory, [kv_heads][capacity][head_dim]. For copies between caches.
+  void* home_k(int64_t layer) const;
+  void* home_v(int64_t layer) const;
 
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
@@ -72,7 +102,10 @@ class FullKVCache {
   int64_t length_ = 0;
   bool identity_ = true;  // positions_[j] == j for every j < length_
   std::vector<float> k_, v_;   // CPU storage
-  Tensor dk_, dv_, dlen_;      // CUDA storage and the device length (i32 [1])
+  Tensor dk_, dv_, dlen_;      // CUDA storage of layers [0, on_chip_) and the device length (i32 [1])
+  int64_t on_chip_ = 0;        // layers on the cache's device; the rest are offloaded
+  std::shared_ptr<void> hk_, hv_;  // pinned host K/V of the offloaded layers
+  kv_offload::HostLayout host_;
   std::vector<int32_t> positions_;
 };
 

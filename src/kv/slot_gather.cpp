@@ -64,6 +64,7 @@ void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g)
     return;
   }
 #ifdef TRIFORCE_HAVE_CUDA
+  TF_CHECK(!dst.offloaded(), "gather_slots: the destination is an offloaded cache (only copy_prefix writes one)");
   Tensor slots = upload_i32(g.src_slots);
   Tensor delta, freq;
   if (!g.rotate_delta.empty()) {
@@ -74,14 +75,28 @@ void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g)
     copy_tensor(freq, hf);
   }
   cuda::KvGatherParams p;
-  p.src_k = src.layer_k(0).data, p.src_v = src.layer_v(0).data;
-  p.dst_k = dst.layer_k(0).data, p.dst_v = dst.layer_v(0).data;
   p.layers = L, p.kv_heads = H, p.head_dim = D, p.src_capacity = src.capacity(), p.dst_capacity = dst.capacity();
   p.m = g.m, p.src_slots = slots.ptr<int32_t>(), p.per_head = g.per_head, p.dst_slot0 = g.dst_slot0;
   p.rotate_delta = delta.data ? delta.ptr<int32_t>() : nullptr;
   p.inv_freq = freq.data ? freq.ptr<float>() : nullptr;
   p.dtype = src.dtype();
-  cuda::kv_gather(p, cuda::compute_stream());
+  if (!src.offloaded()) {
+    p.src_k = src.layer_k(0).data, p.src_v = src.layer_v(0).data;
+    p.dst_k = dst.layer_k(0).data, p.dst_v = dst.layer_v(0).data;
+    cuda::kv_gather(p, cuda::compute_stream());
+  } else {
+    // An offloaded source's layers are not one array: one layer at a time,
+    // each offloaded one streamed into its staging slot first.
+    p.layers = 1;
+    for (int64_t l = 0; l < L; ++l) {
+      src.stage_layer(l);
+      p.src_k = src.layer_k(l).data, p.src_v = src.layer_v(l).data;
+      p.dst_k = dst.layer_k(l).data, p.dst_v = dst.layer_v(l).data;
+      p.src_slots = slots.ptr<int32_t>() + (g.per_head ? l * H * g.m : 0);
+      cuda::kv_gather(p, cuda::compute_stream());
+      kv_offload::release_staged();
+    }
+  }
   device_synchronize();  // the index tensors are freed on return
 #endif
 }
@@ -115,11 +130,13 @@ std::vector<double> chunk_scores(const FullKVCache& cache, int64_t layer, const 
   Tensor qd = empty_tensor(Device::CUDA, DType::F32, qh.shape);
   copy_tensor(qd, qh);
   Tensor sd = empty_tensor(Device::CUDA, DType::F32, {H * num_chunks});
+  cache.stage_layer(layer);  // an offloaded layer into its staging slot; a no-op otherwise
   cuda::ChunkScoreParams p;
   p.k = cache.layer_k(layer).data, p.q_sum = qd.ptr<float>(), p.scores = sd.ptr<float>();
   p.kv_heads = H, p.head_dim = D, p.capacity = cache.capacity(), p.chunk = chunk, p.num_chunks = num_chunks;
   p.dtype = cache.dtype();
   cuda::chunk_scores(p, cuda::compute_stream());
+  kv_offload::release_staged();
   Tensor sh = to_host_f32(sd);
   for (int64_t i = 0; i < H * num_chunks; ++i) out[size_t(i)] = sh.ptr<float>()[i];
 #endif

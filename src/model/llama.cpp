@@ -92,7 +92,7 @@ void LlamaModel::set_cuda_graphs(bool on) {
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
-  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity, device_, dtype_);
+  return FullKVCache(cfg_.num_layers, w_.local_kv_heads, cfg_.head_dim, capacity, device_, dtype_, offload_);
 }
 
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out) {
@@ -211,8 +211,9 @@ int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions,
 
 void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
                           bool capture_last_row) {
-  // Prefill-sized calls and the query-capturing prefill stay eager.
-  if (!graphs_on_ || n > kGraphMaxTokens || n > max_chunk_ || capture_q_)
+  // Prefill-sized calls, the query-capturing prefill and offloaded caches
+  // (their copies follow the host length) stay eager.
+  if (!graphs_on_ || n > kGraphMaxTokens || n > max_chunk_ || capture_q_ || cache.offloaded())
     return run_chunk(n, slot, cache, out_from, logits_out, capture_last_row, nullptr);
   GraphLaunch g;
   g.grid_slots = graph_grid_slots(cache.length(), cache.capacity());
@@ -285,6 +286,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
   }
+  cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
 
   ops::embedding(w_.embed, tok, x);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
@@ -314,9 +316,13 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
       std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
     }
-    if (cuda) cache.write_at(l, qslots, k, v);  // slots from the device: a replay writes where it should
+    cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
+    // Slots from the device, so a graph replay writes where it should; an
+    // offloaded cache (never captured) writes its staging slot at the host slot.
+    if (cuda && !cache.offloaded()) cache.write_at(l, qslots, k, v);
     else cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
+    cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     ops::linear(att2, L.wo, proj);
     if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)

@@ -36,12 +36,17 @@ class LlamaModel {
   // CUDA graphs for decode-sized calls (n <= kGraphMaxTokens) on CUDA: each
   // step shape is captured once and replayed (model/step_graphs.h); results
   // are bit-identical to eager. Defaults to cuda_graphs_default() (on).
+  // Offloaded caches always run eagerly.
   void set_cuda_graphs(bool on);
   bool cuda_graphs() const { return graphs_on_; }
   const StepGraphs& step_graphs() const { return graphs_; }
   static constexpr int64_t kGraphMaxTokens = 32;  // the skinny GEMM / decode attention bound
-  // A cache shaped for this model (this rank's KV heads).
+  // A cache shaped for this model (this rank's KV heads); offloaded when
+  // set_kv_offload enabled it (the target's full caches: prefill snapshot,
+  // top level, ar). Retrieval and draft caches are built directly, on the device.
   FullKVCache make_cache(int64_t capacity) const;
+  void set_kv_offload(const KVOffloadOptions& o) { offload_ = o; }
+  const KVOffloadOptions& kv_offload() const { return offload_; }
 
   // Forward n new tokens at explicit positions, appending their K/V at slots
   // cache.length() .. cache.length()+n-1. Attention is causal by position (a
@@ -87,6 +92,7 @@ class LlamaModel {
   dist::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
   int64_t forwarded_ = 0;
+  KVOffloadOptions offload_;
   Rope rope_;
   void stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
 

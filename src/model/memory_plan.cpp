@@ -14,7 +14,15 @@ double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
 double MemoryPlan::total() const {
   double t = 0;
-  for (const auto& i : items) t += i.bytes;
+  for (const auto& i : items)
+    if (!i.host) t += i.bytes;
+  return t;
+}
+
+double MemoryPlan::host_total() const {
+  double t = 0;
+  for (const auto& i : items)
+    if (i.host) t += i.bytes;
   return t;
 }
 
@@ -22,11 +30,16 @@ std::string MemoryPlan::describe() const {
   std::ostringstream os;
   char buf[160];
   for (const auto& i : items) {
-    std::snprintf(buf, sizeof buf, "  %-44s %10.3f GiB\n", i.what.c_str(), gib(i.bytes));
+    std::snprintf(buf, sizeof buf, "  %-56s %10.3f GiB%s\n", i.what.c_str(), gib(i.bytes),
+                  i.host ? " (pinned host)" : "");
     os << buf;
   }
-  std::snprintf(buf, sizeof buf, "  %-44s %10.3f GiB\n", "total", gib(total()));
+  std::snprintf(buf, sizeof buf, "  %-56s %10.3f GiB\n", "total", gib(total()));
   os << buf;
+  if (host_total() > 0) {
+    std::snprintf(buf, sizeof buf, "  %-56s %10.3f GiB\n", "total pinned host", gib(host_total()));
+    os << buf;
+  }
   return os.str();
 }
 
@@ -46,7 +59,23 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
   p.items.push_back({"weights", per_layer * double(c.num_layers) + embed * (c.tie_word_embeddings ? 1 : 2) +
                                     es * double(c.hidden_size)});
   const double kv_token = 2.0 * double(c.num_layers) * kvh * hd * es;
-  p.items.push_back({"full KV cache (" + std::to_string(r.context) + " tokens)", kv_token * double(r.context)});
+  const std::string ctx = std::to_string(r.context) + " tokens";
+  if (r.offload_kv) {
+    const int64_t on_chip = std::clamp<int64_t>(r.on_chip_layers, 0, c.num_layers);
+    const double layer_token = 2.0 * kvh * hd * es;  // K and V of one layer
+    if (on_chip > 0)
+      p.items.push_back({"full KV cache, " + std::to_string(on_chip) + " on-chip layers (" + ctx + ")",
+                         layer_token * double(on_chip) * double(r.context)});
+    if (on_chip < c.num_layers) {
+      const int64_t copies = std::max<int64_t>(1, r.kv_copies);
+      p.items.push_back({"full KV cache, " + std::to_string(c.num_layers - on_chip) + " offloaded layers (" + ctx +
+                             (copies > 1 ? ", x" + std::to_string(copies) : std::string()) + ")",
+                         layer_token * double(c.num_layers - on_chip) * double(r.context) * double(copies), true});
+      p.items.push_back({"KV offload staging (2 layers)", 2.0 * layer_token * double(r.context)});
+    }
+  } else {
+    p.items.push_back({"full KV cache (" + ctx + ")", kv_token * double(r.context)});
+  }
   if (r.retrieval)
     p.items.push_back({"retrieval KV cache (budget " + std::to_string(r.budget) + ")",
                        kv_token * double(r.budget + r.chunk + r.retrieval_tail)});
@@ -66,9 +95,21 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
   return p;
 }
 
+void check_host_fits(const MemoryPlan& plan, double available_bytes) {
+  const double need = plan.host_total();
+  if (need <= 0 || available_bytes <= 0 || need <= available_bytes) return;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "memory plan does not fit in host memory: --offload-kv pins %.2f GiB of KV but %.2f GiB are "
+                "available; lower --context or keep more layers on the GPU (--on-chip-layers)",
+                gib(need), gib(available_bytes));
+  TF_FAIL(buf);
+}
+
 void check_plan_fits(const MemoryPlan& plan, double free_bytes, const std::string& where) {
   if (plan.total() <= free_bytes) return;
   auto items = plan.items;
+  items.erase(std::remove_if(items.begin(), items.end(), [](const auto& i) { return i.host; }), items.end());
   std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
   std::ostringstream os;
   char buf[96];

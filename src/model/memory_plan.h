@@ -22,21 +22,30 @@ struct PlanRequest {
   ModelConfig draft;            // used when streaming_draft (0 layers: none)
   int64_t draft_window = 250;
   int64_t tp = 1;               // tensor-parallel ranks: per-rank heads and intermediate
+  // --offload-kv: the full cache's layers >= on_chip_layers in pinned host
+  // memory, plus two device staging slots of one layer each.
+  bool offload_kv = false;
+  int64_t on_chip_layers = 0;
+  int64_t kv_copies = 1;        // offloaded full caches pinned at once (a snapshot kept beside its copy: 2)
 };
 
 struct MemoryPlan {
   struct Item {
     std::string what;
     double bytes = 0;
+    bool host = false;  // pinned host memory (offloaded KV), not device memory
   };
   std::vector<Item> items;
-  double total() const;
-  std::string describe() const;  // one line per item plus the total, in GiB
+  double total() const;       // device bytes (host items excluded)
+  double host_total() const;  // pinned host bytes
+  std::string describe() const;  // one line per item plus the totals, in GiB
 };
 
 MemoryPlan plan_memory(const ModelConfig& cfg, const PlanRequest& req);
 // Throws (one line, with the plan's total, the free bytes and the largest items)
 // when the plan does not fit in free_bytes. `where` names the device.
 void check_plan_fits(const MemoryPlan& plan, double free_bytes, const std::string& where);
+// The same for the pinned host items against the host's available bytes.
+void check_host_fits(const MemoryPlan& plan, double available_bytes);
 
 }  // namespace tf

@@ -9,6 +9,11 @@ namespace tf::spec {
 
 ModelRunner::ModelRunner(LlamaModel& model, int64_t capacity) : model_(&model), cache_(model.make_cache(capacity)) {}
 
+ModelRunner::ModelRunner(LlamaModel& model, FullKVCache cache, const std::vector<int32_t>& tokens)
+    : model_(&model), cache_(std::move(cache)), cached_(tokens) {
+  cache_.truncate(int64_t(tokens.size()));
+}
+
 void ModelRunner::reset() {
   cache_.reset();
   cached_.clear();

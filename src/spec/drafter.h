@@ -40,6 +40,9 @@ class ModelRunner : public Verifier {
  public:
   // model must outlive the runner.
   ModelRunner(LlamaModel& model, int64_t capacity);
+  // Adopts `cache` (e.g. an offloaded target's prefill snapshot) holding
+  // `tokens` in its first slots; its later slots are dropped.
+  ModelRunner(LlamaModel& model, FullKVCache cache, const std::vector<int32_t>& tokens);
   LlamaModel& model() { return *model_; }
   int64_t vocab() const override { return model_->config().vocab_size; }
   const FullKVCache& cache() const { return cache_; }

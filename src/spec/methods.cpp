@@ -282,8 +282,20 @@ double ms(int64_t ns) { return double(ns) / 1e6; }
 
 }  // namespace
 
-MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
-                         const PrefillSnapshot* snapshot, DraftModels* drafts) {
+namespace {
+
+// Slots the top level's cache needs beyond the prompt (the chain's speculation room).
+int64_t spec_room_of(const ResolvedMethod& rm) {
+  int64_t room = 8;
+  for (int64_t g : rm.gammas) room += g;
+  return room;
+}
+
+// consumable: a snapshot whose cache the top level (or ar) may adopt instead
+// of copying; only an offloaded target does, where the copy is tens of GB of
+// pinned memory (a device cache keeps the copy path every test checks).
+MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                              const PrefillSnapshot* snapshot, PrefillSnapshot* consumable, DraftModels* drafts) {
   TF_CHECK(!prompt.empty(), "generate: the prompt has no tokens");
   const PhaseClock clock(req.device_sync);
   MethodOutcome out;
@@ -300,6 +312,7 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   dist::TargetLevels levels(target);
   const bool driven = levels.driven();
 
+  const bool offloaded = target.kv_offload().enabled;
   std::unique_ptr<PrefillSnapshot> own_snapshot;
   if (snapshot) {
     TF_CHECK(snapshot->prompt() == prompt && snapshot->fits(target),
@@ -309,17 +322,28 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
              "theirs (take it with dist::TargetLevels::snapshot)");
     out.prefill_reused = true;
   } else {
-    own_snapshot = levels.snapshot(prompt, clock);
+    const int64_t room = offloaded ? P + max_new + (rm.chain.levels.empty() ? 0 : spec_room_of(rm)) : 0;
+    own_snapshot = levels.snapshot(prompt, clock, room);
     snapshot = own_snapshot.get();
+    consumable = own_snapshot.get();
   }
+  // Whether the snapshot's cache can become the cache of `capacity` slots.
+  // Driven by rank 0, every level copies (the workers' mirrors have no take-over op).
+  auto adoptable = [&](int64_t capacity) {
+    return offloaded && !driven && consumable && !consumable->cache_taken() &&
+           consumable->cache().capacity() >= capacity;
+  };
   out.times.prefill = snapshot->prefill_ns();
   const int64_t head = P - 1;  // what a cache holds before the first step
 
   if (rm.chain.levels.empty()) {  // ar
     TF_CHECK(policy.kind == ReretrievePolicy::Kind::never,
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
-    std::unique_ptr<dist::TargetLevel> top = levels.full(P + max_new);
-    {
+    std::unique_ptr<dist::TargetLevel> top;
+    if (adoptable(P + max_new)) {
+      top = levels.full_adopting(consumable->take_cache(), prompt);
+    } else {
+      top = levels.full(P + max_new);
       ScopedPhase t(clock, out.times.setup);
       top->seed(*snapshot, P);
     }
@@ -338,8 +362,7 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
     out.stopped_at_eos = g.stopped_at_eos;
   } else {
     const auto& L = rm.chain.levels;
-    int64_t spec_room = 8;
-    for (int64_t g : rm.gammas) spec_room += g;
+    const int64_t spec_room = spec_room_of(rm);
     const int64_t capacity = P + max_new + spec_room;
     DraftModels local_drafts;
     DraftModels& dm = drafts ? *drafts : local_drafts;
@@ -376,7 +399,10 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
       }
       if (on_target) {
         std::unique_ptr<dist::TargetLevel> t;
-        if (l.cache == LevelSpec::Cache::full) {
+        if (l.cache == LevelSpec::Cache::full && i + 1 == L.size() && adoptable(capacity)) {
+          // The top level, built last: every other level has already read the snapshot.
+          t = levels.full_adopting(consumable->take_cache(), std::vector<int32_t>(prompt.begin(), prompt.begin() + head));
+        } else if (l.cache == LevelSpec::Cache::full) {
           t = levels.full(capacity);
           ScopedPhase ph(clock, out.times.setup);
           t->seed(*snapshot, head);
@@ -491,6 +517,18 @@ MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std
   out.decode_ms_per_token = ms(out.times.decode) / n;
   out.e2e_ms_per_token = ms(out.times.total) / n;
   return out;
+}
+
+}  // namespace
+
+MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                         const PrefillSnapshot* snapshot, DraftModels* drafts) {
+  return run_method_impl(target, req, prompt, snapshot, nullptr, drafts);
+}
+
+MethodOutcome run_method_consuming(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                                   PrefillSnapshot& snapshot, DraftModels* drafts) {
+  return run_method_impl(target, req, prompt, &snapshot, &snapshot, drafts);
 }
 
 nlohmann::json MethodOutcome::to_json() const {

@@ -170,5 +170,11 @@ class DraftModels {
 // --gammas, --budget, ...).
 MethodOutcome run_method(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
                          const PrefillSnapshot* snapshot = nullptr, DraftModels* drafts = nullptr);
+// The same on a snapshot used for this call only: with an offloaded target
+// (--offload-kv) the top level (or ar) adopts the snapshot's cache instead of
+// copying it, when its capacity suffices (take it with PrefillSnapshot's
+// capacity argument = prompt + max_new_tokens + 64). Without offload it is run_method.
+MethodOutcome run_method_consuming(LlamaModel& target, const MethodRequest& req, const std::vector<int32_t>& prompt,
+                                   PrefillSnapshot& snapshot, DraftModels* drafts = nullptr);
 
 }  // namespace tf::spec

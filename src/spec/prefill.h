@@ -22,13 +22,20 @@ namespace tf::spec {
 class PrefillSnapshot {
  public:
   // Runs the prefill: one forward over the prompt (in the model's bounded chunks).
-  PrefillSnapshot(LlamaModel& target, const std::vector<int32_t>& prompt, const PhaseClock& clock = PhaseClock());
+  // capacity: slots of the cache (at least the prompt), room for a level that
+  // takes the cache over (take_cache) and keeps generating in it.
+  PrefillSnapshot(LlamaModel& target, const std::vector<int32_t>& prompt, const PhaseClock& clock = PhaseClock(),
+                  int64_t capacity = 0);
   virtual ~PrefillSnapshot() = default;
   PrefillSnapshot(const PrefillSnapshot&) = delete;
   PrefillSnapshot& operator=(const PrefillSnapshot&) = delete;
 
   const std::vector<int32_t>& prompt() const { return prompt_; }
-  const FullKVCache& cache() const { return cache_; }  // length P, capacity P
+  const FullKVCache& cache() const { return cache_; }  // length P, capacity max(P, the constructor's)
+  // Moves the cache out (once): an offloaded target's top level adopts it
+  // instead of copying tens of GB of pinned memory. cache() is unusable after.
+  FullKVCache take_cache();
+  bool cache_taken() const { return taken_; }
   const std::vector<float>& last_logits() const { return logits_; }  // [vocab]
   const std::vector<std::vector<float>>& last_query() const { return query_; }  // [layers][local heads * head_dim]
   int64_t prefill_ns() const { return prefill_ns_; }
@@ -45,9 +52,11 @@ class PrefillSnapshot {
   std::vector<std::vector<float>> query_;
   int64_t prefill_ns_ = 0;
   int64_t vocab_ = 0, layers_ = 0;
+  bool taken_ = false;
 };
 
-// dst <- the first n slots of src (K/V of its first dst.num_layers() layers and
+// dst <- the first n slots of src (either may be offloaded: copied layer by
+// layer between device and pinned host memory) (K/V of its first dst.num_layers() layers and
 // the slots' positions); dst is reset first. Throws on a shape mismatch.
 void copy_prefix(const FullKVCache& src, int64_t n, FullKVCache& dst);
 

@@ -19,6 +19,14 @@ expect_error "nope.gguf" "$bin" info --model "$tmp/nope.gguf"
 expect_error "unrecognised\|unrecognized" "$bin" info --bogus-flag
 expect_error "--context" "$bin" info --model "$model" --context -5
 expect_error "unknown command" "$bin" frobnicate
+# KV offloading is a CUDA feature: refused on the CPU with one line.
+printf '1\n2\n3\n' >"$tmp/ids.txt"
+expect_error "--offload-kv: needs --device cuda" "$bin" generate --target "$fixtures/hf/gqa_f32" \
+  --prompt-tokens "$tmp/ids.txt" --max-new-tokens 2 --offload-kv
+expect_error "--on-chip-layers: needs --offload-kv" "$bin" generate --target "$fixtures/hf/gqa_f32" \
+  --prompt-tokens "$tmp/ids.txt" --max-new-tokens 2 --on-chip-layers 1
+expect_error "--on-chip-layers" "$bin" info --model "$fixtures/hf/gqa_f32" --offload-kv --on-chip-layers 9
+expect_error "--offload-kv: needs --device cuda" "$bin" info --model "$fixtures/hf/gqa_f32" --device cpu --offload-kv
 expect_error "tokens" "$bin" logits --model "$model" --tokens 1,x,3 --out "$tmp/l.npy"
 if [[ -f "$model" ]]; then
   head -c 5000000 "$model" >"$tmp/trunc.gguf"
