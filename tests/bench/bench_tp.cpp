@@ -4,9 +4,13 @@
 //   2. the logits every rank needs in lockstep mode (allgather) vs rank 0 alone (gather), [7, V]
 //   3. a decode step of the target with a vocab-parallel vs a replicated lm_head
 //   4. a layer-skip draft step: sharded over the ranks vs whole on one rank
+//   5. TriForce end to end through spec::run_method: driven (rank 0 runs the
+//      method and its draft, the workers serve) vs lockstep (every rank runs it),
+//      decode ms/token, the median of 3 runs after a warm-up run
 // Usage: mpirun -np N bench_tp [model] (default: the SmolLM2 GGUF in ~/.cache/triforce, 3 KV heads: N = 3).
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +18,14 @@
 
 #include "dist/launch.h"
 #include "dist/mpi_comm.h"
+#include "dist/step_driver.h"
 #include "dist/step_protocol.h"
+#include "dist/target_levels.h"
 #include "dist/tensor_parallel.h"
 #include "model/checkpoint.h"
 #include "spec/drafter.h"
+#include "spec/methods.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace tf;
 using namespace tf::dist;
@@ -140,6 +148,43 @@ int run(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     say("4. layerskip:%lld draft step: sharded over %d ranks %.2f ms, whole on rank 0 %.2f ms\n", (long long)K,
         w.size, sh, whole);
+
+    // 5. TriForce (default draft layerskip:L/4 on a StreamingLLM cache > retrieval > full) in both modes.
+    std::vector<int32_t> prompt;
+    {
+      auto tok = load_tokenizer(path);
+      std::string text;
+      for (int i = 0; i < 12; ++i)
+        text += "The history of the printing press begins in the fifteenth century, when movable type made books "
+                "cheap enough for ordinary readers. ";
+      prompt = tok->encode(text, true);
+    }
+    spec::MethodRequest req;
+    req.method = "triforce";
+    req.max_new_tokens = 32;
+    req.target_path = path;
+    spec::DraftModels drafts;
+    auto median_ms = [&](bool driven) {
+      set_tp_mode(driven ? TpMode::driven : TpMode::lockstep);
+      std::vector<double> ms;
+      std::vector<int32_t> tokens;
+      if (driven && w.rank != 0) {
+        serve_steps(vp);
+      } else {
+        for (int i = 0; i < 4; ++i) {  // the first is the warm-up
+          const spec::MethodOutcome o = spec::run_method(vp, req, prompt, nullptr, &drafts);
+          if (i) ms.push_back(o.decode_ms_per_token);
+          tokens = o.tokens;
+        }
+        if (driven) step_driver().shutdown();
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      std::sort(ms.begin(), ms.end());
+      return std::make_pair(ms.empty() ? 0.0 : ms[ms.size() / 2], tokens);
+    };
+    const auto d = median_ms(true), l = median_ms(false);
+    say("5. triforce (%zu-token prompt, 32 new tokens): driven %.1f ms/token, lockstep %.1f ms/token (tokens %s)\n",
+        prompt.size(), d.first, l.first, d.second == l.second ? "identical" : "DIFFER");
   }
   finalize();
   return 0;

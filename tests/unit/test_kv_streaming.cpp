@@ -53,7 +53,8 @@ TEST(StreamingKVCache, EvictKeepsSinksAndWindowReindexed) {
         dv = std::max(dv, double(std::abs(s.cache().v_at(0, h, j)[d] - ref.v_at(0, h, j)[d])));
       }
   EXPECT_LT(dk, 1e-4);
-  EXPECT_EQ(dv, 0.0);
+  // V is not rotated, so only the GEMM's blocking for 40 vs 12 rows can differ (OpenBLAS picks kernels by size).
+  EXPECT_LT(dv, 1e-5);
   EXPECT_EQ(s.evict(), 0);  // already within budget
 }
 
