@@ -23,6 +23,9 @@ class Communicator {
   // full [rows, sum(cols)] with rank r's block at columns sum(cols[0..r)).
   // Every rank gets the same bits, so decisions taken from `full` agree.
   virtual void allgather_columns(const Tensor& local, Tensor& full, const std::vector<int64_t>& cols) = 0;
+  // Whether allreduce_sum only queues device work on the compute stream, so a
+  // CUDA graph can capture it. Ranks decide alike, so no rank captures alone.
+  virtual bool graph_capturable() const { return true; }
 };
 
 }  // namespace tf::dist

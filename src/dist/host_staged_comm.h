@@ -18,6 +18,8 @@ class HostStagedCommunicator : public Communicator {
   int size() const override { return mpi_.size(); }
   void allreduce_sum(Tensor& t) override;
   void allgather_columns(const Tensor& local, Tensor& full, const std::vector<int64_t>& cols) override;
+  // Host copies and MPI calls between kernels: a graph replay would skip the MPI.
+  bool graph_capturable() const override { return false; }
 
  private:
   MpiCommunicator mpi_;

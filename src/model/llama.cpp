@@ -82,12 +82,12 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
     gu1_ = act({1, 2 * w_.local_intermediate});
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
-    graphs_on_ = g_cuda_graphs_default;
+    graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
   }
 }
 
 void LlamaModel::set_cuda_graphs(bool on) {
-  graphs_on_ = on && device_ == Device::CUDA;
+  graphs_on_ = on && device_ == Device::CUDA && (!comm_ || comm_->graph_capturable());
   if (!graphs_on_) graphs_.clear();
 }
 
