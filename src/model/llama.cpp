@@ -57,6 +57,9 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
   x_ = act({C, cfg_.hidden_size});
   xn_ = act({C, cfg_.hidden_size});
   proj_ = act({C, cfg_.hidden_size});
+  // Tensor parallel on CUDA: row-parallel partials are summed in f32 and rounded
+  // once, as the unsharded GEMM rounds its f32 accumulators once.
+  if (comm_ && comm_->size() > 1 && device_ == Device::CUDA) proj32_ = empty_tensor(device_, DType::F32, {C, cfg_.hidden_size});
   q_ = act({C, H, D});
   k_ = act({C, KH, D});
   v_ = act({C, KH, D});
@@ -242,6 +245,18 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   Tensor x = slice_rows(x_, 0, n), xn = slice_rows(xn_, 0, n), proj = slice_rows(proj_, 0, n);
   Tensor q = slice_rows(q_, 0, n), k = slice_rows(k_, 0, n), v = slice_rows(v_, 0, n);
   Tensor att = slice_rows(att_, 0, n), gate = slice_rows(gate_, 0, n), up = slice_rows(up_, 0, n);
+  // proj = in . W^T summed over the tensor-parallel ranks (o and down are row-parallel).
+  auto row_parallel_linear = [&](const Tensor& in, const Tensor& W) {
+    if (!proj32_.data) {
+      ops::linear(in, W, proj);
+      if (comm_) comm_->allreduce_sum(proj);
+      return;
+    }
+    Tensor p32 = slice_rows(proj32_, 0, n);
+    ops::linear(in, W, p32);
+    comm_->allreduce_sum(p32);
+    ops::cast(p32, proj);
+  };
   const int64_t half = D / 2;
   // [n, half] views at element offset `at` of a flat buffer
   auto rows_at = [&](const Tensor& flat, int64_t at, int64_t cols) {
@@ -323,8 +338,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     else cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
-    ops::linear(att2, L.wo, proj);
-    if (comm_) comm_->allreduce_sum(proj);  // row-parallel o
+    row_parallel_linear(att2, L.wo);
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
     if (fused) {
       ops::linear(xn, L.w_gate_up, gu1_);
@@ -335,8 +349,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       ops::linear(xn, L.w_up, up);
     }
     ops::silu_mul(gate, up, gate);
-    ops::linear(gate, L.w_down, proj);
-    if (comm_) comm_->allreduce_sum(proj);  // row-parallel down
+    row_parallel_linear(gate, L.w_down);
     ops::add_inplace(x, proj);
   }
   if (logits_out && out_from < n) {

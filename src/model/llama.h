@@ -100,6 +100,7 @@ class LlamaModel {
   DType dtype_ = DType::F32;
   // scratch, [max_chunk, ...], on device_ (activations in dtype_)
   Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  Tensor proj32_;  // f32 row-parallel partials (tensor parallel on CUDA only)
   // host f32 rope rows for the chunk (the CPU computes them, as transformers
   // does): cos rows [0, n*half), then sin rows, so one copy moves both
   Tensor cossin_, inv_freq_;

@@ -84,7 +84,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
     p.items.push_back({"draft StreamingLLM cache", dkv * double(r.draft_window + 64)});
   }
   const double C = double(r.max_chunk);
-  const double scratch = es * C * (3 * double(c.hidden_size) + (2 * h + 2 * kvh) * hd + 2 * inter);
+  double scratch = es * C * (3 * double(c.hidden_size) + (2 * h + 2 * kvh) * hd + 2 * inter);
+  if (r.tp > 1 && r.device == Device::CUDA) scratch += 4.0 * C * double(c.hidden_size);  // f32 row-parallel partials
   p.items.push_back({"activation scratch (chunk " + std::to_string(r.max_chunk) + ")", scratch});
   if (r.device == Device::CUDA) {
     p.items.push_back({"logits rows (f32)", 4.0 * std::min(64.0, C) * double(c.vocab_size)});

@@ -33,6 +33,10 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
 // residual += x (elementwise, same shapes).
 void add_inplace(Tensor& residual, const Tensor& x);
 
+// dst = src rounded to dst's dtype (src f32; same shape). On the CPU, where
+// activations are f32, a copy.
+void cast(const Tensor& src, Tensor& dst);
+
 // ---- linear: y[n, out] = x[n, in] . W[out, in]^T (BLAS sgemm on CPU) ----
 void linear(const Tensor& x, const Tensor& weight, Tensor& y);
 

@@ -177,6 +177,15 @@ void add_inplace(Tensor& residual, const Tensor& x) {
   for (int64_t i = 0, e = x.numel(); i < e; ++i) r[i] += a[i];
 }
 
+void cast(const Tensor& src, Tensor& dst) {
+  if (dst.device == Device::CUDA) return cuda_body::cast(src, dst);
+  expect("cast", "src", src, DType::F32, int(src.shape.size()));
+  expect("cast", "dst", dst, DType::F32, int(src.shape.size()));
+  TF_CHECK(src.shape == dst.shape, "cast: shapes " << shape_str(src.shape) << " and " << shape_str(dst.shape) << " differ");
+  if (device_of("cast", {&src, &dst}) == Device::CUDA) no_cuda("cast");
+  if (src.data != dst.data) std::copy_n(src.ptr<float>(), src.numel(), dst.ptr<float>());
+}
+
 void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out,
                  const RmsNormParams& p) {
   if (residual.device == Device::CUDA) return cuda_body::add_rmsnorm(residual, x, weight, out, p);

@@ -8,6 +8,7 @@
 #include "attention_generic.cuh"
 #include "attention_prefill.cuh"
 #include "common.cuh"
+#include "convert.cuh"
 #include "elementwise.cuh"
 #include "embedding.cuh"
 #include "gemm.cuh"
@@ -111,6 +112,16 @@ void add_inplace(Tensor& residual, const Tensor& x) {
   cuda::AddParams p;
   p.residual = residual.data, p.x = x.data, p.count = x.numel(), p.dtype = x.dtype;
   cuda::add_inplace(p, cuda::compute_stream());
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  expect_dev("cast", "src", src, -1);
+  expect_dev("cast", "dst", dst, -1);
+  TF_CHECK(src.dtype == DType::F32, "cast: src is " << dtype_name(src.dtype) << ", expected f32");
+  TF_CHECK(src.shape == dst.shape, "cast: shapes " << shape_str(src.shape) << " and " << shape_str(dst.shape) << " differ");
+  cuda::CastParams p;
+  p.in = src.ptr<float>(), p.out = dst.data, p.count = src.numel(), p.dtype = dst.dtype;
+  cuda::cast_from_f32(p, cuda::compute_stream());
 }
 
 void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
@@ -259,6 +270,7 @@ void embedding(const Tensor&, const Tensor&, Tensor&) { none("embedding"); }
 void rmsnorm(const Tensor&, const Tensor&, Tensor&, const RmsNormParams&) { none("rmsnorm"); }
 void add_rmsnorm(Tensor&, const Tensor&, const Tensor&, Tensor&, const RmsNormParams&) { none("add_rmsnorm"); }
 void add_inplace(Tensor&, const Tensor&) { none("add_inplace"); }
+void cast(const Tensor&, Tensor&) { none("cast"); }
 void linear(const Tensor&, const Tensor&, Tensor&) { none("linear"); }
 void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&) { none("rope_apply_rows"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }

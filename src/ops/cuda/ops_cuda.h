@@ -10,6 +10,7 @@ void embedding(const Tensor& table, const Tensor& tokens, Tensor& out);
 void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
 void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
 void add_inplace(Tensor& residual, const Tensor& x);
+void cast(const Tensor& src, Tensor& dst);
 void linear(const Tensor& x, const Tensor& weight, Tensor& y);
 void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
