@@ -79,8 +79,8 @@ int cmd_info(const std::vector<std::string>& args) {
   pr.budget = vm["budget"].as<int64_t>();
   pr.chunk = vm["chunk-size"].as<int64_t>();
   pr.tp = vm["tp"].as<int64_t>();
-  TF_CHECK(pr.tp >= 1 && c.num_kv_heads % pr.tp == 0,
-           "--tp " << pr.tp << ": " << path << " has " << c.num_kv_heads << " KV heads; the plan needs a TP size that divides them");
+  TF_CHECK(pr.tp >= 1 && c.num_kv_heads >= pr.tp,
+           "--tp " << pr.tp << ": " << path << " has " << c.num_kv_heads << " KV heads; the plan needs a TP size no larger");
   const MemoryPlan plan = plan_memory(c, pr);
   std::cout << "memory plan (" << dev << ", " << dtype_name(pr.dtype) << ", --method " << method << ", context "
             << context << (pr.tp > 1 ? ", per rank of --tp " + std::to_string(pr.tp) : std::string()) << "):\n"

@@ -51,9 +51,9 @@ void check_tp_option(int64_t tp) {
 
 ShardSpec tp_shard(const ModelConfig& cfg, const std::string& path) {
   const int64_t n = world().size;
-  TF_CHECK(cfg.num_kv_heads % n == 0, "--tp " << n << ": " << path << " has " << cfg.num_kv_heads << " KV heads ("
-                                              << cfg.num_heads
-                                              << " query heads); the tensor-parallel size must divide the KV heads");
+  TF_CHECK(cfg.num_kv_heads >= n, "--tp " << n << ": " << path << " has " << cfg.num_kv_heads << " KV heads ("
+                                           << cfg.num_heads
+                                           << " query heads); the tensor-parallel size must not exceed them");
   TF_CHECK(cfg.intermediate_size % n == 0, "--tp " << n << ": " << path << " has intermediate_size "
                                                    << cfg.intermediate_size
                                                    << "; the tensor-parallel size must divide it");

@@ -60,16 +60,17 @@ Geometry geometry(const ModelConfig& cfg, ShardSpec s) {
            "model config has zero-sized dimensions");
   TF_CHECK(cfg.num_heads % cfg.num_kv_heads == 0,
            "num_heads " << cfg.num_heads << " is not a multiple of num_kv_heads " << cfg.num_kv_heads);
-  TF_CHECK(cfg.num_kv_heads % s.size == 0,
-           "tensor-parallel size " << s.size << " does not divide the model's " << cfg.num_kv_heads << " KV heads ("
+  TF_CHECK(cfg.num_kv_heads >= s.size,
+           "tensor-parallel size " << s.size << " exceeds the model's " << cfg.num_kv_heads << " KV heads ("
                                    << cfg.num_heads << " query heads)");
   TF_CHECK(cfg.intermediate_size % s.size == 0,
            "intermediate_size " << cfg.intermediate_size << " does not split over " << s.size << " ranks");
   Geometry g;
   g.H = cfg.num_heads; g.KH = cfg.num_kv_heads; g.D = cfg.head_dim; g.hidden = cfg.hidden_size;
   g.inter = cfg.intermediate_size; g.vocab = cfg.vocab_size;
-  g.kvl = g.KH / s.size; g.hl = g.kvl * (g.H / g.KH); g.il = g.inter / s.size;
-  g.kv0 = s.rank * g.kvl; g.h0 = s.rank * g.hl; g.i0 = s.rank * g.il;
+  const VocabSlice kv = kv_head_slice(g.KH, s.rank, s.size);
+  g.kvl = kv.size(); g.hl = g.kvl * (g.H / g.KH); g.il = g.inter / s.size;
+  g.kv0 = kv.begin; g.h0 = kv.begin * (g.H / g.KH); g.i0 = s.rank * g.il;
   return g;
 }
 

@@ -32,6 +32,11 @@ struct VocabSlice {
 };
 VocabSlice vocab_slice(int64_t vocab, int64_t rank, int64_t size);
 std::vector<int64_t> vocab_slice_sizes(int64_t vocab, int64_t size);  // [r] = vocab_slice(vocab, r, size).size()
+// The KV heads [begin, end) of rank `rank` (balanced the same way, so 3 KV
+// heads over 2 ranks are 2 + 1); each KV head brings its whole query group.
+inline VocabSlice kv_head_slice(int64_t kv_heads, int64_t rank, int64_t size) {
+  return vocab_slice(kv_heads, rank, size);
+}
 
 struct LayerWeights {
   Tensor attn_norm;            // [hidden]

@@ -129,12 +129,13 @@ LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uin
   const int64_t hd = cfg.head_dim, hid = cfg.hidden_size, inter = cfg.intermediate_size;
   const int64_t H = cfg.num_heads, KH = cfg.num_kv_heads, N = shard.size;
   TF_CHECK(N >= 1 && shard.rank >= 0 && shard.rank < N, "synthetic weights: shard " << shard.rank << " of " << N);
-  TF_CHECK(KH % N == 0 && inter % N == 0,
-           "tensor-parallel size " << N << " does not divide the model's " << KH << " KV heads (" << H
-                                   << " query heads) and intermediate size " << inter);
+  TF_CHECK(KH >= N && inter % N == 0,
+           "tensor-parallel size " << N << " must not exceed the model's " << KH << " KV heads (" << H
+                                   << " query heads) and must divide its intermediate size " << inter);
   // This rank's heads and intermediate rows, as LlamaWeights::load slices a checkpoint.
-  const int64_t kvl = KH / N, hl = kvl * (H / KH), il = inter / N;
-  const int64_t kv0 = shard.rank * kvl, h0 = shard.rank * hl, i0 = shard.rank * il;
+  const VocabSlice kvs = kv_head_slice(KH, shard.rank, N);
+  const int64_t kvl = kvs.size(), hl = kvl * (H / KH), il = inter / N;
+  const int64_t kv0 = kvs.begin, h0 = kvs.begin * (H / KH), i0 = shard.rank * il;
   const int64_t qd = H * hd, kd = KH * hd;
   // Each tensor of the unsharded model has its own Philox seed, drawn in a
   // fixed order, and a shard fills windows of it: every TP size gets the

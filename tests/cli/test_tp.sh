@@ -9,7 +9,8 @@
 # (T = 0.8) equal in one process, driven and lockstep; the per-rank forward
 # counters show the draft on rank 0 alone when driven, on every rank in
 # lockstep; a TP size that does not divide the KV heads is refused with one
-# line; the GQA fixture at TP 2 and SmolLM2 (3 KV heads) at TP 3 match too.
+# line; the GQA fixture at TP 2 and SmolLM2 (3 KV heads) at TP 3 and at TP 2
+# (KV heads split 2 + 1) match too.
 set -eu
 bin=$1; fixtures=$2
 command -v mpirun >/dev/null || { echo "no mpirun: skipped"; exit 77; }
@@ -169,4 +170,9 @@ if [[ -f "$model" ]]; then  # 9 heads, 3 KV heads, intermediate 1536: TP 3
   same_levels "SmolLM2 triforce: one process, TP 3 driven and lockstep" "$tmp/stri.json" "$tmp/stri3.json" \
     "$tmp/stril3.json"
   where_drafts "SmolLM2 triforce driven TP 3" driven "$tmp/stri3.json"
+  # TP 2 splits the 3 KV heads 2 + 1 (and their query groups 6 + 3)
+  gen 2 "$tmp/sar2.json" --prompt "$p" --max-new-tokens 12
+  same "SmolLM2 ar, TP 2 (uneven heads) vs one process" "$tmp/sar.json" "$tmp/sar2.json"
+  gen 2 "$tmp/stri2.json" "${st[@]}"
+  same "SmolLM2 triforce, TP 2 (uneven heads) vs ar" "$tmp/sar.json" "$tmp/stri2.json"
 fi

@@ -38,9 +38,11 @@ void check_shards(const std::string& name, int64_t N, bool vocab_parallel) {
   const ModelConfig cfg = synthetic_config(name);
   const LlamaWeights full = synthetic_weights(cfg, Device::CUDA, DType::BF16, 5);
   const int64_t hd = cfg.head_dim, hid = cfg.hidden_size, inter = cfg.intermediate_size;
-  const int64_t kvl = cfg.num_kv_heads / N, hl = kvl * (cfg.num_heads / cfg.num_kv_heads), il = inter / N;
+  const int64_t group = cfg.num_heads / cfg.num_kv_heads, il = inter / N;
   for (int64_t r = 0; r < N; ++r) {
     SCOPED_TRACE(name + " rank " + std::to_string(r) + " of " + std::to_string(N));
+    // balanced KV heads: rank r holds [KH r / N, KH (r + 1) / N) and their query groups
+    const int64_t kv0 = cfg.num_kv_heads * r / N, kvl = cfg.num_kv_heads * (r + 1) / N - kv0, hl = kvl * group;
     ShardSpec s{r, N, vocab_parallel};
     const LlamaWeights w = synthetic_weights(cfg, Device::CUDA, DType::BF16, 5, s);
     EXPECT_EQ(w.local_heads, hl);
@@ -57,10 +59,10 @@ void check_shards(const std::string& name, int64_t N, bool vocab_parallel) {
     for (size_t l : {size_t(0), full.layers.size() - 1}) {
       const LayerWeights &a = w.layers[l], &b = full.layers[l];
       EXPECT_EQ(all(a.attn_norm), all(b.attn_norm));
-      EXPECT_EQ(all(a.wq), window(to_host_f32(b.wq), r * hl * hd, hl * hd, 0, hid));
-      EXPECT_EQ(all(a.wk), window(to_host_f32(b.wk), r * kvl * hd, kvl * hd, 0, hid));
-      EXPECT_EQ(all(a.wv), window(to_host_f32(b.wv), r * kvl * hd, kvl * hd, 0, hid));
-      EXPECT_EQ(all(a.wo), window(to_host_f32(b.wo), 0, hid, r * hl * hd, hl * hd));
+      EXPECT_EQ(all(a.wq), window(to_host_f32(b.wq), kv0 * group * hd, hl * hd, 0, hid));
+      EXPECT_EQ(all(a.wk), window(to_host_f32(b.wk), kv0 * hd, kvl * hd, 0, hid));
+      EXPECT_EQ(all(a.wv), window(to_host_f32(b.wv), kv0 * hd, kvl * hd, 0, hid));
+      EXPECT_EQ(all(a.wo), window(to_host_f32(b.wo), 0, hid, kv0 * group * hd, hl * hd));
       EXPECT_EQ(all(a.w_gate), window(to_host_f32(b.w_gate), r * il, il, 0, hid));
       EXPECT_EQ(all(a.w_up), window(to_host_f32(b.w_up), r * il, il, 0, hid));
       EXPECT_EQ(all(a.w_down), window(to_host_f32(b.w_down), 0, hid, r * il, il));
@@ -74,12 +76,13 @@ TEST(SyntheticShard, SlicesOfTheUnshardedModel) {
   REQUIRE_DEVICE();
   check_shards("synthetic:smollm2-135m", 3, true);   // tied lm_head, GQA 9/3
   check_shards("synthetic:smollm2-135m", 1, true);
+  check_shards("synthetic:smollm2-135m", 2, true);   // 3 KV heads over 2 ranks: 2 + 1
   check_shards("synthetic:llama3.1-8b", 2, true);    // untied, GQA 32/8, 128K vocab
   check_shards("synthetic:llama3.1-8b", 4, false);   // replicated lm_head
 }
 
-TEST(SyntheticShard, RejectsSizesThatDoNotDivide) {
+TEST(SyntheticShard, RejectsMoreRanksThanKVHeads) {
   REQUIRE_DEVICE();
-  const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
-  EXPECT_THROW(synthetic_weights(cfg, Device::CUDA, DType::BF16, 5, ShardSpec{0, 2, true}), Error);
+  const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");  // 3 KV heads
+  EXPECT_THROW(synthetic_weights(cfg, Device::CUDA, DType::BF16, 5, ShardSpec{0, 4, true}), Error);
 }

@@ -38,10 +38,10 @@ if same != len(a) or d > 0.05 * spread:
     sys.exit(f"FAIL {name}: the logits are not TP 1's")
 PY
 }
-# model:ranks (SmolLM2's 3 KV heads split over 3 ranks)
+# model:ranks (SmolLM2's 3 KV heads over 3 ranks, and over 2 as 2 + 1)
 models=("$fixtures/hf/mha_f32:2" "$fixtures/hf/gqa_f32:2")
 smol="${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf"
-[[ -f $smol ]] && models+=("$smol:3") || echo "default model not cached: its part is not run"
+[[ -f $smol ]] && models+=("$smol:3" "$smol:2") || echo "default model not cached: its part is not run"
 for entry in "${models[@]}"; do
   m=${entry%:*}; np=${entry##*:}
   name="$(basename "$m") TP $np"
