@@ -16,6 +16,9 @@
 #include "dist/step_driver.h"
 #include "dist/target_levels.h"
 #include "dist/tensor_parallel.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "dist/gpu_comm.h"
+#endif
 #include "spec/methods.h"
 #include "spec/reretrieval.h"
 
@@ -65,6 +68,9 @@ nlohmann::json tp_json(const LlamaModel& target) {
   nlohmann::json j;
   j["size"] = dist::world().size;
   j["mode"] = !dist::tp_active() ? "none" : dist::tp_driven() ? "driven" : "lockstep";
+#ifdef TRIFORCE_HAVE_CUDA
+  if (dist::tp_active() && target.device() == Device::CUDA) j["comm"] = dist::gpu_communicator_kind();  // nccl | host-staged
+#endif
   std::vector<int64_t> all, tgt, ops;
   for (size_t r = 0; r + 2 < c.size(); r += 3) {
     all.push_back(c[r]);
@@ -318,7 +324,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     j["reretrieve"] = req.reretrieve;
     j["model"] = path;
     j["device"] = device;
-    j["cuda_graphs"] = dev.device == Device::CUDA && cuda_graphs_default();
+    j["cuda_graphs"] = s.model->cuda_graphs();  // false also where the collectives cannot be captured
     j["n_prompt"] = prompt.size();
     j["text"] = text;
     j["temperature"] = sp.temperature;
