@@ -1,12 +1,17 @@
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention_mma.cuh"
 #include "attention_prefill.cuh"
+#include "attention_prefill_detail.cuh"
 #include "common.cuh"
 
 namespace tf::cuda {
 namespace {
+
+using detail::PrefillArgs;
 
 // One tile configuration: MT m16 tiles per warp (K/V fragments reused for 16 MT
 // rows), WARPS warps, BN KV slots per pipeline stage, STAGES stages in flight.
@@ -20,16 +25,6 @@ template <int D_, int MT_, int WARPS_, int BN_, int STAGES_, int MINB_> struct C
 using Cfg128 = Cfg<128, 2, 4, 32, 3, 2>;
 using Cfg64 = Cfg<64, 2, 4, 64, 3, 2>;
 constexpr float kLog2e = 1.4426950408889634f;
-
-struct PrefillArgs {
-  const void* q;
-  const void* k;
-  const void* v;
-  void* out;
-  int n, H, G;
-  int64_t kv_length, head_stride, token_stride;
-  float scale_log2;
-};
 
 // grid = (query blocks, heads); block = 4 warps of 32 query rows each. Query
 // blocks run last-first, so the longest (most keys) start first and the short
@@ -225,7 +220,7 @@ void launch(const PrefillArgs& a, int64_t n, int64_t heads, cudaStream_t stream)
   CUDA_CHECK_LAUNCH();
 }
 
-// Tuning variants (bench only); 0 is the default of each head_dim.
+// mma.sync tuning variants (bench only); anything else runs the default of each head_dim.
 template <class T>
 void launch_config(const PrefillArgs& a, int64_t n, int64_t heads, int64_t D, int config, cudaStream_t stream) {
   if (D == 64) return launch<T, Cfg64>(a, n, heads, stream);
@@ -239,7 +234,45 @@ void launch_config(const PrefillArgs& a, int64_t n, int64_t heads, int64_t D, in
   }
 }
 
+#ifdef TRIFORCE_PREFILL_WGMMA
+// The wgmma kernel runs only on compute capability 9.0 exactly: sm_90a code
+// loads on no other device. Cached per device (the property query is slow).
+bool device_is_sm90() {
+  static std::atomic<uint64_t> known{0}, yes{0};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(known.load(std::memory_order_acquire) & bit)) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major == 9 && minor == 0) yes.fetch_or(bit, std::memory_order_release);
+    known.fetch_or(bit, std::memory_order_release);
+  }
+  return (yes.load(std::memory_order_acquire) & bit) != 0;
+}
+#endif
+
+// TRIFORCE_PREFILL_KERNEL=mma keeps the mma.sync kernel even where wgmma runs
+// (a fallback without rebuilding); read once.
+bool env_forces_mma() {
+  static const bool forced = [] {
+    const char* e = std::getenv("TRIFORCE_PREFILL_KERNEL");
+    return e && std::strcmp(e, "mma") == 0;
+  }();
+  return forced;
+}
+
 }  // namespace
+
+bool attention_prefill_wgmma_available(int64_t head_dim) {
+#ifdef TRIFORCE_PREFILL_WGMMA
+  return head_dim == 128 && device_is_sm90();
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
 
 double attention_prefill_flops(const AttentionPrefillParams& p) {
   // Query i sees off + i + 1 keys; two matrix products of 2 * head_dim FLOPs per (query, key, head).
@@ -279,6 +312,17 @@ void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaS
   a.token_stride = ts;
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
+  const bool wgmma_ok = attention_prefill_wgmma_available(p.head_dim);
+  if (config == kPrefillWgmma || config == kPrefillWgmma3)
+    TF_CHECK(wgmma_ok, "cuda::attention_prefill: config " << config << " needs the sm_90a wgmma kernel (head_dim 128, "
+                                                          << "an sm_90 device, a build with 90 among the CUDA architectures)");
+  const bool use_wgmma =
+      config == kPrefillWgmma || config == kPrefillWgmma3 || (config == 0 && wgmma_ok && !env_forces_mma());
+#ifdef TRIFORCE_PREFILL_WGMMA
+  if (use_wgmma) return detail::attention_prefill_wgmma(a, p.dtype, config == kPrefillWgmma3 ? 3 : 2, stream);
+#else
+  (void)use_wgmma;
+#endif
   TF_DISPATCH_HALF(p.dtype, T, launch_config<T>(a, p.n, p.num_heads, p.head_dim, config, stream));
 }
 

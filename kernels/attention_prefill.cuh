@@ -1,5 +1,9 @@
-// Causal prefill attention (flash-attention 2 style) on tensor cores for f16
-// and bf16 with fp32 accumulation, head_dim 64 or 128, MHA and GQA.
+// Causal prefill attention (flash-attention style) on tensor cores for f16
+// and bf16 with fp32 accumulation, head_dim 64 or 128, MHA and GQA. Two
+// kernels: mma.sync (FA2 style, sm_80+, attention_prefill.cu) and, for
+// head_dim 128 on an sm_90 device, warpgroup MMA (sm_90a wgmma,
+// attention_prefill_sm90a.cu), the default there unless the environment sets
+// TRIFORCE_PREFILL_KERNEL=mma.
 //
 // The n queries are the LAST n slots of the KV: query i sits at slot
 // kv_length - n + i and sees slots j <= kv_length - n + i (the cache already
@@ -38,8 +42,18 @@ struct AttentionPrefillParams {
 double attention_prefill_flops(const AttentionPrefillParams& p);
 // Validates p (tf::Error on a bad shape), then launches the kernel on stream.
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream = nullptr);
-// The same with tile configuration `config` (0: the default; 1..5: head_dim-128 variants that the
-// benchmark compares; an unknown number runs the default).
+
+// Kernel choices of attention_prefill_config beyond 0 (the default: wgmma where available and not
+// overridden by TRIFORCE_PREFILL_KERNEL=mma, else mma.sync).
+constexpr int kPrefillMma = 6;     // the default mma.sync tiles, always
+constexpr int kPrefillWgmma = 7;   // the wgmma kernel, 2 K/V stages (tf::Error where unavailable)
+constexpr int kPrefillWgmma3 = 8;  // the wgmma kernel, 3 K/V stages
+// The same with kernel/tile configuration `config`: 0 the default; 1..5 head_dim-128 mma.sync
+// variants that the benchmark compares; kPrefillMma, kPrefillWgmma, kPrefillWgmma3; another
+// number runs the default mma.sync tiles.
 void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaStream_t stream = nullptr);
+// Whether the wgmma kernel can run here for head_dim: compiled in (sm_90 among the build's CUDA
+// architectures), head_dim 128, and the current device of compute capability 9.0.
+bool attention_prefill_wgmma_available(int64_t head_dim);
 
 }  // namespace tf::cuda

@@ -3,8 +3,10 @@
 // (queries = all n slots of the KV), in ms and TFLOPS of matrix work (the
 // causal QK^T and PV products, attention_prefill_flops), and as a fraction of
 // the H200's dense fp16/bf16 peak of 989 TFLOPS. Shapes: Llama-2-7B (32 heads,
-// MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, f16 and bf16. Args: length,
-// kv heads, bf16?, tile configuration (attention_prefill_config; 0 = default).
+// MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, f16 and bf16, on both
+// kernels side by side: config 6 = mma.sync (kPrefillMma), 7 = wgmma with 2
+// K/V stages (kPrefillWgmma), 8 = wgmma with 3 stages; 1..5 mma.sync tile
+// variants. Args: length, kv heads, bf16?, config (attention_prefill_config).
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -63,6 +65,15 @@ void BM_AttentionPrefill(benchmark::State& state) {
   p.capacity = n;
   p.dtype = dt;
 
+  if ((config == tf::cuda::kPrefillWgmma || config == tf::cuda::kPrefillWgmma3) &&
+      !tf::cuda::attention_prefill_wgmma_available(hd)) {
+    state.SkipWithError("wgmma kernel unavailable (needs an sm_90 device and a build with CUDA arch 90)");
+    return;
+  }
+  state.SetLabel(config == tf::cuda::kPrefillWgmma    ? "wgmma"
+                 : config == tf::cuda::kPrefillWgmma3 ? "wgmma 3 stages"
+                 : config == tf::cuda::kPrefillMma    ? "mma"
+                                                      : "mma variant");
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
@@ -86,10 +97,14 @@ void BM_AttentionPrefill(benchmark::State& state) {
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t bf16 : {0, 1})
-    for (int64_t len : {8192, 32768, 131072}) b->Args({len, 32, bf16, 0});
-  b->Args({131072, 8, 1, 0});
-  for (int64_t config = 1; config <= 5; ++config) b->Args({32768, 32, 0, config});  // tile variants
+  for (int64_t config : {tf::cuda::kPrefillMma, tf::cuda::kPrefillWgmma}) {
+    for (int64_t bf16 : {0, 1})
+      for (int64_t len : {8192, 32768, 131072}) b->Args({len, 32, bf16, config});
+    b->Args({131072, 8, 1, config});
+  }
+  b->Args({32768, 32, 0, tf::cuda::kPrefillWgmma3});
+  b->Args({131072, 32, 1, tf::cuda::kPrefillWgmma3});
+  for (int64_t config = 1; config <= 5; ++config) b->Args({32768, 32, 0, config});  // mma.sync tile variants
 }
 BENCHMARK(BM_AttentionPrefill)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMillisecond);
 

@@ -1,10 +1,13 @@
-// Causal prefill attention kernel (ctest label gpu) against a CPU reference in
+// Causal prefill attention kernels (ctest label gpu) against a CPU reference in
 // double precision on the same dtype-rounded inputs: n queries at the last n
 // of kv_length slots, n in {1, 3, 127, 129, 4097} and long cases up to
-// 65537, head_dim 64/128, MHA and GQA, f16 and bf16. The output is poisoned
-// with NaN before launch and the cache slots past kv_length hold NaN, so a
-// missing write or a read past the length shows up; every output element must
-// be finite. Huge cases check a sample of query rows (every head) on the CPU.
+// 65537, head_dim 64/128, MHA and GQA, f16 and bf16, on the mma.sync kernel
+// and (head_dim 128 on an sm_90 device) the wgmma kernel. The output is
+// poisoned with NaN before launch and the cache slots past kv_length hold NaN,
+// so a missing write or a read past the length shows up; every output element
+// must be finite. Huge cases check a sample of query rows (every head) on the
+// CPU. The structured cases (one-hot Q/K, V encoding slot and dim) make a
+// fragment-layout bug readable from the first mismatch.
 // SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
@@ -33,6 +36,8 @@ struct Case {
   int64_t n, kv, D, H, KH;
   DType dt;
   int64_t max_checked_rows = 600;  // query rows checked on the CPU (all when n is at most this)
+  int config = 0;                  // attention_prefill_config: 0 default, kPrefillMma, kPrefillWgmma...
+  bool structured = false;         // one-hot Q/K and an encoding V instead of random values
 };
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -57,18 +62,51 @@ std::vector<int64_t> rows_to_check(int64_t n, int64_t max_rows) {
   return r;
 }
 
+// The kernels to run a head_dim on: mma.sync always, wgmma where it runs.
+std::vector<int> kernels_for(int64_t D) {
+  std::vector<int> k{tf::cuda::kPrefillMma};
+  if (tf::cuda::attention_prefill_wgmma_available(D)) k.push_back(tf::cuda::kPrefillWgmma);
+  return k;
+}
+const char* kernel_name(int config) {
+  return config == tf::cuda::kPrefillWgmma ? "wgmma" : config == tf::cuda::kPrefillWgmma3 ? "wgmma3" : "mma";
+}
+
+// Structured inputs: the query at slot s of head h is 16 at dim (s + 7 kvh) % D, the key at slot j of
+// kv head kvh 16 at dim (j + 7 kvh) % D, so query s attends (e^~22 above the rest) to the visible
+// slots j = s mod D of its own kv head. V[kvh][j][d] = j % 16 + 16 ((d + kvh) % 16), exact in f16
+// and bf16, so a wrong output names the slot (value % 16) and dim (value / 16) it came from.
+void fill_structured(std::vector<float>& q, std::vector<float>& k, std::vector<float>& v, const Case& c, int64_t cap) {
+  const int64_t D = c.D, G = c.H / c.KH, off = c.kv - c.n;
+  std::fill(q.begin(), q.end(), 0.0f);
+  for (int64_t i = 0; i < c.n; ++i)
+    for (int64_t h = 0; h < c.H; ++h) q[(i * c.H + h) * D + (off + i + 7 * (h / G)) % D] = 16.0f;
+  for (int64_t kh = 0; kh < c.KH; ++kh)
+    for (int64_t j = 0; j < c.kv; ++j) {
+      float* kr = k.data() + (kh * cap + j) * D;
+      float* vr = v.data() + (kh * cap + j) * D;
+      for (int64_t d = 0; d < D; ++d) kr[d] = 0.0f, vr[d] = float(j % 16 + 16 * ((d + kh) % 16));
+      kr[(j + 7 * kh) % D] = 16.0f;
+    }
+}
+
 void run_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "n=" << c.n << " kv=" << c.kv << " D=" << c.D << " H=" << c.H
-                                  << " KH=" << c.KH << " " << tf::dtype_name(c.dt));
+                                  << " KH=" << c.KH << " " << tf::dtype_name(c.dt) << " kernel "
+                                  << kernel_name(c.config) << (c.structured ? " structured" : ""));
   const int64_t cap = c.kv + 11, D = c.D, G = c.H / c.KH;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> k(c.KH * cap * D, nan), v(c.KH * cap * D, nan), q(c.n * c.H * D);
-  for (int64_t h = 0; h < c.KH; ++h) {
-    fill_uniform(k, h * cap * D, (h * cap + c.kv) * D, 300 + h);
-    fill_uniform(v, h * cap * D, (h * cap + c.kv) * D, 400 + h);
+  if (c.structured) {
+    fill_structured(q, k, v, c, cap);
+  } else {
+    for (int64_t h = 0; h < c.KH; ++h) {
+      fill_uniform(k, h * cap * D, (h * cap + c.kv) * D, 300 + h);
+      fill_uniform(v, h * cap * D, (h * cap + c.kv) * D, 400 + h);
+    }
+    fill_uniform(q, 0, q.size(), 17 + c.n);
+    for (auto& x : q) x *= 2.0f;  // sharper softmax
   }
-  fill_uniform(q, 0, q.size(), 17 + c.n);
-  for (auto& x : q) x *= 2.0f;  // sharper softmax
   tf::cuda::round_to(k, c.dt), tf::cuda::round_to(v, c.dt), tf::cuda::round_to(q, c.dt);
 
   auto dk = tf::cuda::upload_as(k, c.dt), dv = tf::cuda::upload_as(v, c.dt), dq = tf::cuda::upload_as(q, c.dt);
@@ -78,7 +116,7 @@ void run_case(const Case& c) {
   p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
   p.n = c.n, p.kv_length = c.kv, p.num_heads = c.H, p.num_kv_heads = c.KH, p.head_dim = D, p.capacity = cap;
   p.dtype = c.dt;
-  tf::cuda::attention_prefill(p);
+  tf::cuda::attention_prefill_config(p, c.config);
   CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = tf::cuda::download_as(dout, q.size(), c.dt);
 
@@ -129,8 +167,15 @@ void run_case(const Case& c) {
         const float r = ref[(ri * c.H + h) * D + d], g = got[(rows[ri] * c.H + h) * D + d];
         const float e = std::fabs(g - r);
         if (std::isfinite(g)) max_err = std::max<double>(max_err, e);
-        if (!(std::isfinite(g) && e <= atol + rtol * std::fabs(r)) && bad++ == 0)
-          ADD_FAILURE() << "query " << rows[ri] << ", head " << h << ", dim " << d << ": got " << g << " want " << r;
+        if (!(std::isfinite(g) && e <= atol + rtol * std::fabs(r)) && bad++ == 0) {
+          ADD_FAILURE() << "first mismatch: query " << rows[ri] << " (row " << rows[ri] % 128 << " of its 128-row block, "
+                        << rows[ri] % 64 << " of its 64-row warpgroup), head " << h << ", dim " << d << ": got " << g
+                        << " want " << r;
+          if (c.structured && std::isfinite(g))
+            ADD_FAILURE() << "  structured decode: got ~ slot%16 " << std::fmod(std::round(g), 16.0f) << ", dim%16 "
+                          << std::floor(std::round(g) / 16.0f) << "; want slot%16 " << std::fmod(std::round(r), 16.0f)
+                          << ", dim%16 " << std::floor(std::round(r) / 16.0f) << " (an average when several slots match)";
+        }
       }
   EXPECT_EQ(bad, 0u) << bad << " of " << rows.size() * c.H * D << " checked elements off; max |err| " << max_err;
 }
@@ -138,29 +183,72 @@ void run_case(const Case& c) {
 
 }  // namespace
 
-// Every n x head_dim x MHA/GQA x dtype, with the queries filling the KV (a
-// whole prompt) and as the tail of a longer KV (a chunk after earlier chunks).
+// Every n x head_dim x MHA/GQA x dtype x kernel, with the queries filling the KV
+// (a whole prompt) and as the tail of a longer KV (a chunk after earlier chunks).
 TEST(KernelsAttentionPrefill, ShortLengths) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA
   for (int64_t D : {64, 128})
-    for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
-      for (DType dt : {DType::F16, DType::BF16}) {
-        for (int64_t n : {1, 3, 127, 129, 4097}) run_case({n, n, D, hk.first, hk.second, dt, 160});
-        run_case({1, 129, D, hk.first, hk.second, dt});
-        run_case({3, 127, D, hk.first, hk.second, dt});
-        run_case({129, 4097, D, hk.first, hk.second, dt, 64});
-        run_case({127, 200, D, hk.first, hk.second, dt});
-      }
+    for (int kern : kernels_for(D))
+      for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
+        for (DType dt : {DType::F16, DType::BF16}) {
+          for (int64_t n : {1, 3, 127, 129, 4097}) run_case({n, n, D, hk.first, hk.second, dt, 160, kern});
+          run_case({1, 129, D, hk.first, hk.second, dt, 600, kern});
+          run_case({3, 127, D, hk.first, hk.second, dt, 600, kern});
+          run_case({129, 4097, D, hk.first, hk.second, dt, 64, kern});
+          run_case({127, 200, D, hk.first, hk.second, dt, 600, kern});
+        }
 #endif
 }
 
-TEST(KernelsAttentionPrefill, LongContext65537) {
+// Small tiles with structured inputs on each kernel, all rows checked: one
+// 128-row block over one 128-slot tile (a pure one-hot attention, so a
+// fragment or descriptor bug shows as a wrong slot/dim in the decode), then
+// two blocks and three tiles, a query tail at an unaligned offset, and GQA.
+TEST(KernelsAttentionPrefill, StructuredSmallTiles) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA
-  run_case({65537, 65537, 128, 32, 8, DType::BF16, 40});
-  run_case({4097, 65537, 128, 8, 8, DType::F16, 40});
-  run_case({129, 65537, 64, 16, 4, DType::F16, 40});
-  run_case({65537, 65537, 64, 8, 8, DType::F16, 40});
+  for (int kern : kernels_for(128))
+    for (DType dt : {DType::F16, DType::BF16}) {
+      run_case({128, 128, 128, 1, 1, dt, 600, kern, true});
+      run_case({64, 64, 128, 1, 1, dt, 600, kern, true});
+      run_case({256, 256, 128, 2, 2, dt, 600, kern, true});
+      run_case({100, 300, 128, 2, 1, dt, 600, kern, true});
+      run_case({129, 385, 128, 8, 2, dt, 600, kern, true});
+    }
+#endif
+}
+
+// The default entry point (wgmma where available, unless TRIFORCE_PREFILL_KERNEL=mma) agrees too.
+TEST(KernelsAttentionPrefill, DefaultKernel) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  run_case({4097, 4097, 128, 8, 2, DType::BF16, 160, 0});
+  run_case({129, 4097, 64, 8, 2, DType::F16, 64, 0});
+#endif
+}
+
+// The wgmma kernel refuses what it does not cover instead of running wrongly.
+TEST(KernelsAttentionPrefill, WgmmaConfigNeedsHeadDim128) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  tf::cuda::DeviceBuffer buf(size_t(64) * 64 * 2);
+  tf::cuda::AttentionPrefillParams p;
+  p.q = p.k_cache = p.v_cache = buf.get(), p.out = buf.get();
+  p.n = p.kv_length = p.capacity = 4, p.num_heads = p.num_kv_heads = 1, p.head_dim = 64;
+  EXPECT_THROW(tf::cuda::attention_prefill_config(p, tf::cuda::kPrefillWgmma), tf::Error);
+#endif
+}
+
+TEST(KernelsAttentionPrefill, LongContext) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  for (int kern : kernels_for(128)) {
+    run_case({16385, 16385, 128, 32, 8, DType::F16, 40, kern});
+    run_case({65537, 65537, 128, 32, 8, DType::BF16, 40, kern});
+    run_case({4097, 65537, 128, 8, 8, DType::F16, 40, kern});
+  }
+  run_case({129, 65537, 64, 16, 4, DType::F16, 40, tf::cuda::kPrefillMma});
+  run_case({65537, 65537, 64, 8, 8, DType::F16, 40, tf::cuda::kPrefillMma});
 #endif
 }
