@@ -412,7 +412,7 @@ struct Plan {
   int ctas_y() const { return (splits + spc - 1) / spc; }
 };
 
-constexpr int64_t kMinSplitTiles = 8;  // automatic splits: at least this many tiles each (ramp amortised)
+constexpr int64_t kMinSplitTiles = 4;  // automatic splits: at least this many tiles each (ramp amortised)
 constexpr int64_t kRampTiles = 2;      // a CTA's pipeline fill, in tile times, for the wave cost model
 
 // Splits per CTA for fixed-size splits: the fewest CTA waves times the

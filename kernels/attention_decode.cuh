@@ -59,7 +59,7 @@ struct AttentionDecodeParams {
 };
 
 // The split count (partials per query row) attention_decode will use for p
-// (p.num_splits if set). Automatic: one wave of CTAs, splits of >= 8 tiles.
+// (p.num_splits if set). Automatic: one wave of CTAs, splits of >= 4 tiles (256 slots).
 int attention_decode_num_splits(const AttentionDecodeParams& p);
 // Consecutive splits one CTA streams (> 1 only with split_slots: whole waves of CTAs).
 int attention_decode_splits_per_cta(const AttentionDecodeParams& p);
