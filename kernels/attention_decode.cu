@@ -21,43 +21,28 @@ struct SplitArgs {
   const void* v;
   const int32_t* kv_length;
   const int32_t* q_positions;
-  void* out;        // [n, H, D] in T
   float* o_part;    // [splits, n, H, D]
   float* lse_part;  // [splits, n, H] (log2 domain)
-  int* counters;    // [kv heads, row groups] tickets, zero between calls
   int n, H, G;      // G = heads per kv head
   int64_t head_stride, token_stride;
   int chunk;        // slots per split, a multiple of kTile
-  int splits;       // splits in the grid (partials per row); 1: no partials, the CTA writes out
-  int spc;          // consecutive splits per CTA (gridDim.y = ceil(splits / spc))
   float scale_log2;
 };
 
 template <int D, int MT> constexpr size_t split_smem_bytes() {
   constexpr int rows = 16 * MT;
-  // Q, the K/V stages, and m/l of the split flush (its outputs use a dead K/V stage).
-  return sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kTile * D) +
-         sizeof(float) * 2 * size_t(kWarps) * rows;
+  const size_t tiles = sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kTile * D);
+  const size_t merge = sizeof(float) * size_t(kWarps) * rows * (D + 2);
+  return tiles > merge ? tiles : merge;
 }
 
-// Splits whose weights the final merge stages in shared memory at a time.
-constexpr int kMergeBatch = 256;
-
-// grid = (row groups, split ranges, kv heads); block = 4 warps. Query row r of
-// kv head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
+// grid = (row groups, splits, kv heads); block = 4 warps. Query row r of kv
+// head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
 // [16 MT group, 16 MT (group + 1)) as MT mma M tiles, so the whole GQA group
-// (and every verify token) shares each K/V tile it loads.
-//
-// A CTA streams the tiles of `spc` consecutive splits through one pipeline
-// (so a wave-filling grid has no per-split ramp) but keeps a separate online
-// softmax per split and writes each split's partial: a split's partial is
-// then the same whichever CTA computes it, and a verify row equals its decode
-// step bit for bit whatever spc the two calls chose. Warp w scores and
-// accumulates slots [16w, 16w + 16) of each tile; the four warps merge at
-// every split end, in the K/V stage just consumed (it is refilled only at the
-// next iteration). The last CTA of a (group, kv head) to finish (a ticket
-// counter) merges the partials of all live splits in split order and writes
-// the output; a one-split grid writes the output directly.
+// (and every verify token) shares each K/V tile it loads. The groups of one
+// split sit next to each other in the grid and read the same tiles through L2.
+// Warp w scores and accumulates slots [16w, 16w + 16) of each tile with its
+// own online softmax; the four warps merge in shared memory at the end.
 template <class T, int D, int MT>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) {
   using namespace mma;
@@ -66,31 +51,15 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
   T* k_s = q_s + kRows * D;                  // [kStages][kTile * D]
   T* v_s = k_s + kStages * kTile * D;        // [kStages][kTile * D]
-  float* ml_s = reinterpret_cast<float*>(v_s + kStages * kTile * D);  // m, l: [2][kWarps][16]
-  __shared__ int last_s;
 
-  const int group = blockIdx.x, cta = blockIdx.y, kvh = blockIdx.z;
+  const int group = blockIdx.x, split = blockIdx.y, kvh = blockIdx.z;
+  // A grid sized for more slots than the cache holds (a captured graph sized
+  // for its capacity bucket): splits past the length do nothing, and the
+  // combine reads only the splits below it, so the result is the one of a
+  // grid sized for the length. Split 0 always runs (an empty cache gives zeros).
+  if (split > 0 && split * a.chunk >= *a.kv_length) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int R = a.n * a.G;
-
-  // The slots any query of the call sees: [0, eff_end). Splits at or past it
-  // are not live: they do not run and the merge skips them, so a grid sized
-  // for more slots than the cache holds (a graph sized for its capacity
-  // bucket) gives the result of a grid sized for the length. Split 0 is
-  // always live (an empty cache gives zeros). Every CTA derives the same counts.
-  const int len = *a.kv_length;
-  int max_pos = INT_MIN;
-  for (int t = 0; t < a.n; ++t) max_pos = max(max_pos, a.q_positions ? a.q_positions[t] : INT_MAX);
-  const int eff_end = max_pos < INT_MAX ? min(len, max_pos + 1) : len;
-  const int live = min(a.splits, max(1, eff_end > 0 ? (eff_end + a.chunk - 1) / a.chunk : 1));
-  const int live_ctas = (live + a.spc - 1) / a.spc;
-  if (cta >= live_ctas) return;
-  const int first_split = cta * a.spc;
-  const int begin = first_split * a.chunk;
-  const int end = min(eff_end, min(live, first_split + a.spc) * a.chunk);
-  const int ntiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
-  const int split_tiles = a.chunk / kTile;
-
   const T* Q = static_cast<const T*>(a.q);
   const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
   const T* V = static_cast<const T*>(a.v) + int64_t(kvh) * a.head_stride;
@@ -103,6 +72,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
     const int64_t src = ok ? (int64_t(row / a.G) * a.H + kvh * a.G + row % a.G) * D + c : 0;
     cp_async16(q_s + swz<D>(r, c), Q + src, ok);
   }
+
+  const int len = *a.kv_length;
+  int max_pos = INT_MIN;
+  for (int t = 0; t < a.n; ++t) max_pos = max(max_pos, a.q_positions ? a.q_positions[t] : INT_MAX);
+  const int begin = split * a.chunk;
+  int end = min(len, begin + a.chunk);
+  if (max_pos < INT_MAX) end = min(end, max_pos + 1);
+  const int ntiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
 
   auto load_kv = [&](int tile) {
     const int stage = tile % kStages;
@@ -132,78 +109,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
 
   float o[MT][D / 8][4];
   float m[MT][2], l[MT][2];
-  auto reset = [&] {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
-      m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
-    }
-  };
-  reset();
-
-  // Merges the four warps' state of split `split` (one M tile at a time, the
-  // outputs in K/V stage `stage`, which no load targets now) and writes the
-  // split's partial, or the output when the grid has one split.
-  auto flush = [&](int split, int stage) {
-    float* m_s = ml_s;                 // [kWarps][16]
-    float* l_s = ml_s + kWarps * 16;   // [kWarps][16]
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float sum = l[mt][r];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const int row = g + 8 * r;
-        if (t4 == 0) {
-          m_s[warp * 16 + row] = m[mt][r];
-          l_s[warp * 16 + row] = sum;
-        }
-        // Warps 0-1 use the K stage, 2-3 the V stage: 16 x D floats each, 2 per stage.
-        float* o_w = reinterpret_cast<float*>((warp < 2 ? k_s : v_s) + stage * kTile * D) + (warp & 1) * 16 * D;
-        float* dst = o_w + row * D + 2 * t4;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          dst[dt * 8] = o[mt][dt][2 * r];
-          dst[dt * 8 + 1] = o[mt][dt][2 * r + 1];
-        }
-      }
-      __syncthreads();
-      for (int i = tid; i < 16 * D; i += kThreads) {
-        const int r = i / D, d = i % D;
-        const int row = group * kRows + 16 * mt + r;
-        if (row >= R) break;  // rows are in order: the rest are past R too
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w * 16 + r]);
-        float L = 0.0f, O = 0.0f;
-        if (M != -INFINITY) {
-#pragma unroll
-          for (int w = 0; w < kWarps; ++w) {
-            const float* o_w = reinterpret_cast<const float*>((w < 2 ? k_s : v_s) + stage * kTile * D) +
-                               (w & 1) * 16 * D;
-            const float f = fast_exp2(m_s[w * 16 + r] - M);  // 0 for a warp that saw nothing
-            L = fmaf(l_s[w * 16 + r], f, L);
-            O = fmaf(o_w[r * D + d], f, O);
-          }
-        }
-        const bool any = L > 0.0f;
-        const int t = row / a.G, h = kvh * a.G + row % a.G;
-        if (a.splits == 1) {
-          store_f32(static_cast<T*>(a.out) + (int64_t(t) * a.H + h) * D + d, any ? O / L : 0.0f);
-        } else {
-          const int64_t out_row = (int64_t(split) * a.n + t) * a.H + h;
-          a.o_part[out_row * D + d] = any ? O / L : 0.0f;
-          if (d == 0) a.lse_part[out_row] = any ? M + log2f(L) : -INFINITY;
-        }
-      }
-      __syncthreads();  // m_s, l_s and the stage are reused by the next M tile or split
-    }
-    reset();
-  };
-
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+  }
   const auto* qbase = reinterpret_cast<const uint16_t*>(q_s);
+
   for (int tile = 0; tile < ntiles; ++tile) {
     if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
     cp_async_commit();
@@ -215,29 +128,32 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
     const T* vt = v_s + stage * kTile * D;
     const int j0 = begin + tile * kTile + warp * 16;  // this warp's first slot
 
+    float s[MT][2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, kbase + swz<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t af[4];
+        ldmatrix_x4(af, qbase + swz<D>(16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        mma16816<T>(s[mt][0], af, b[0], b[1]);
+        mma16816<T>(s[mt][1], af, b[2], b[3]);
+      }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      // One M tile at a time keeps only its scores live (the 32-row tile fits
-      // the register file); the K fragments are re-read from shared memory.
-      float s[2][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t b[4], af[4];
-        ldmatrix_x4(b, kbase + swz<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
-        ldmatrix_x4(af, qbase + swz<D>(16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
-        mma16816<T>(s[0], af, b[0], b[1]);
-        mma16816<T>(s[1], af, b[2], b[3]);
-      }
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int slot = j0 + nt * 8 + 2 * t4 + (e & 1);
-          s[nt][e] = slot <= lim[mt][e >> 1] ? s[nt][e] * a.scale_log2 : -INFINITY;
+          s[mt][nt][e] = slot <= lim[mt][e >> 1] ? s[mt][nt][e] * a.scale_log2 : -INFINITY;
         }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = fmaxf(m[mt][r], fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1])));
+        float mx = fmaxf(m[mt][r], fmaxf(fmaxf(s[mt][0][2 * r], s[mt][0][2 * r + 1]),
+                                         fmaxf(s[mt][1][2 * r], s[mt][1][2 * r + 1])));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
@@ -245,112 +161,109 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          s[nt][2 * r] = fast_exp2(s[nt][2 * r] - mu);
-          s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - mu);
-          sum += s[nt][2 * r] + s[nt][2 * r + 1];
+          s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - mu);
+          s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - mu);
+          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
         }
-        l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the flush
+        l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the end
         m[mt][r] = mx;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
       }
       uint32_t pa[4];
-      pa[0] = pack2<T>(s[0][0], s[0][1]);
-      pa[1] = pack2<T>(s[0][2], s[0][3]);
-      pa[2] = pack2<T>(s[1][0], s[1][1]);
-      pa[3] = pack2<T>(s[1][2], s[1][3]);
+      pa[0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
+      pa[1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
+      pa[2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
+      pa[3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
       pv_step<T, D>(o[mt], pa, vt, warp * 16, lane);
     }
     __syncthreads();  // this stage is refilled kStages - 1 iterations from now
-    if ((tile + 1) % split_tiles == 0 || tile + 1 == ntiles) flush(first_split + tile / split_tiles, stage);
   }
   cp_async_wait<0>();
-  __syncthreads();
-  if (ntiles == 0) flush(first_split, 0);  // split 0 of a call whose queries see nothing: zeros
-  if (a.splits == 1) return;
+  __syncthreads();  // tiles are dead: reuse shared memory for the merge
 
-  // Publish the partials, then take a ticket: the CTA that draws the last one
-  // sees every live CTA's partials and merges them.
-  bool last = true;
-  if (live_ctas > 1) {
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      int* counter = a.counters + kvh * gridDim.x + group;
-      const int prev = atomicAdd(counter, 1);
-      last_s = prev == live_ctas - 1;
-      if (last_s) atomicExch(counter, 0);  // ready for the next call or graph replay
-    }
-    __syncthreads();
-    last = last_s;
-    if (!last) return;
-    __threadfence();
-  }
-
-  // Merge the live splits of this CTA's rows: M and the weight sum W per row
-  // (a warp per row, lanes strided over the splits), then out = sum_s w_s o_s / W
-  // in split order. Splits a row does not see weigh exactly 0, so a verify row
-  // sums the same terms as its decode step.
-  float* M_s = reinterpret_cast<float*>(smem_raw);  // [kRows]
-  float* W_s = M_s + kRows;                          // [kRows]
-  float* w_s = W_s + kRows;                          // [kRows][kMergeBatch]
-  for (int r = warp; r < kRows; r += kWarps) {
-    const int row = group * kRows + r;
-    float M = -INFINITY, W = 0.0f;
-    if (row < R) {
-      const int64_t prow = int64_t(row / a.G) * a.H + kvh * a.G + row % a.G;
-      const int64_t rows = int64_t(a.n) * a.H;
-      for (int s = lane; s < live; s += 32) M = fmaxf(M, __ldcg(a.lse_part + s * rows + prow));
+  // Merge the warps: per warp and row, m, l and the unnormalised output.
+  float* m_s = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
+  float* l_s = m_s + kWarps * kRows;                // [kWarps][kRows]
+  float* o_s = l_s + kWarps * kRows;                // [kWarps][kRows][D]
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-      if (M != -INFINITY)
-        for (int s = lane; s < live; s += 32) W += exp2f(__ldcg(a.lse_part + s * rows + prow) - M);
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) W += __shfl_xor_sync(0xffffffffu, W, off);
-    }
-    if (lane == 0) M_s[r] = M, W_s[r] = W;
-  }
-  constexpr int kEpt = kRows * D / kThreads;  // output elements per thread
-  float acc[kEpt];
-#pragma unroll
-  for (int k = 0; k < kEpt; ++k) acc[k] = 0.0f;
-  const int64_t rows = int64_t(a.n) * a.H;
-  for (int s0 = 0; s0 < live; s0 += kMergeBatch) {
-    const int nb = min(kMergeBatch, live - s0);
-    __syncthreads();  // M_s / W_s written; the previous batch's weights consumed
-    for (int i = tid; i < kRows * kMergeBatch; i += kThreads) {
-      const int r = i / kMergeBatch, j = i % kMergeBatch;
-      const int row = group * kRows + r;
-      float w = 0.0f;
-      if (row < R && j < nb && M_s[r] != -INFINITY) {
-        const int64_t prow = int64_t(row / a.G) * a.H + kvh * a.G + row % a.G;
-        w = exp2f(__ldcg(a.lse_part + (s0 + j) * rows + prow) - M_s[r]);
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = 16 * mt + g + 8 * r;
+      if (t4 == 0) {
+        m_s[warp * kRows + row] = m[mt][r];
+        l_s[warp * kRows + row] = sum;
       }
-      w_s[i] = w;
-    }
-    __syncthreads();
+      float* dst = o_s + (warp * kRows + row) * D + 2 * t4;
 #pragma unroll
-    for (int k = 0; k < kEpt; ++k) {
-      const int e = tid + k * kThreads, r = e / D, d = e % D;
-      const int row = group * kRows + r;
-      if (row >= R) continue;
-      const int64_t prow = int64_t(row / a.G) * a.H + kvh * a.G + row % a.G;
-      const float* src = a.o_part + (int64_t(s0) * rows + prow) * D + d;
-      const float* w = w_s + r * kMergeBatch;
-      float x = acc[k];
-#pragma unroll 8
-      for (int j = 0; j < nb; ++j) x = fmaf(w[j], __ldcg(src + int64_t(j) * rows * D), x);
-      acc[k] = x;
+      for (int dt = 0; dt < D / 8; ++dt) {
+        dst[dt * 8] = o[mt][dt][2 * r];
+        dst[dt * 8 + 1] = o[mt][dt][2 * r + 1];
+      }
+    }
+  __syncthreads();
+  for (int i = tid; i < kRows * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    const int row = group * kRows + r;
+    if (row >= R) break;  // rows are in order: the rest are past R too
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w * kRows + r]);
+    float L = 0.0f, O = 0.0f;
+    if (M != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = fast_exp2(m_s[w * kRows + r] - M);  // 0 for a warp that saw nothing
+        L = fmaf(l_s[w * kRows + r], f, L);
+        O = fmaf(o_s[(w * kRows + r) * D + d], f, O);
+      }
+    }
+    const bool any = L > 0.0f;
+    const int t = row / a.G, h = kvh * a.G + row % a.G;
+    const int64_t out_row = (int64_t(split) * a.n + t) * a.H + h;
+    a.o_part[out_row * D + d] = any ? O / L : 0.0f;
+    if (d == 0) a.lse_part[out_row] = any ? M + log2f(L) : -INFINITY;
+  }
+}
+
+// grid = n * H rows, block = 4 * D threads: LSE-weighted merge of the splits.
+// Thread (sg, d) sums splits sg, sg + 4, ... of dim d so that four independent
+// loads per dim are in flight; the four partial sums meet in shared memory.
+constexpr int kCombineGroups = 4;
+template <class T>
+__global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
+                                         T* __restrict__ out, int grid_splits, int rows, int D,
+                                         const int32_t* __restrict__ kv_length, int chunk) {
+  __shared__ float part[kCombineGroups][128];
+  const int row = blockIdx.x, tid = threadIdx.x, sg = tid / D, d = tid % D;
+  // The splits that ran: those starting below the device length (at least one).
+  const int live = max(1, (*kv_length + chunk - 1) / chunk);
+  const int splits = min(grid_splits, live);
+  float mx = -INFINITY;
+  for (int s = tid; s < splits; s += blockDim.x) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
+  const float M = block_max(mx);
+  float acc = 0.0f, wsum = 0.0f;
+  if (M != -INFINITY) {
+#pragma unroll 4
+    for (int s = sg; s < splits; s += kCombineGroups) {
+      const float w = exp2f(lse_part[int64_t(s) * rows + row] - M);  // 0 for an empty split
+      wsum += w;
+      acc = fmaf(w, o_part[(int64_t(s) * rows + row) * D + d], acc);
     }
   }
+  part[sg][d] = acc;
+  // Every thread of a group has the same wsum; the groups' sums add up via the block reduction.
+  const float W = block_sum(d == 0 ? wsum : 0.0f);
+  __syncthreads();
+  if (sg == 0) {
+    float o = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kEpt; ++k) {
-    const int e = tid + k * kThreads, r = e / D, d = e % D;
-    const int row = group * kRows + r;
-    if (row >= R) continue;
-    const int64_t prow = int64_t(row / a.G) * a.H + kvh * a.G + row % a.G;
-    const float W = W_s[r];
-    store_f32(static_cast<T*>(a.out) + prow * D + d, W > 0.0f ? acc[k] / W : 0.0f);
+    for (int g = 0; g < kCombineGroups; ++g) o += part[g][d];
+    store_f32(out + int64_t(row) * D + d, W > 0.0f ? o / W : 0.0f);
   }
 }
 
@@ -364,125 +277,60 @@ int sm_count() {
   return n;
 }
 
-// Raises the shared-memory limit of an instantiation once per device (so the
-// launch itself stays cheap) and returns how many of its CTAs fit on one SM.
-template <class T, int D, int MT> int prepare_split_kernel() {
-  constexpr size_t smem = split_smem_bytes<D, MT>();
-  static std::atomic<int> per_sm[64];  // 0: not yet queried on that device
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  int c = per_sm[dev & 63].load(std::memory_order_acquire);
-  if (c == 0) {
-    auto* kern = attention_split_kernel<T, D, MT>;
-    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c, kern, kThreads, smem));
-    c = c > 0 ? c : 1;
-    per_sm[dev & 63].store(c, std::memory_order_release);
-  }
-  return c;
-}
-
 int64_t bound_of(const AttentionDecodeParams& p) {
   const int64_t b = p.max_length > 0 ? p.max_length : p.capacity;
-  return std::max<int64_t>(1, b < p.capacity ? b : p.capacity);
+  return b < p.capacity ? b : p.capacity;
 }
 
-// One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).
-int m_tiles_of(const AttentionDecodeParams& p) { return p.n * (p.num_heads / p.num_kv_heads) > 16 ? 2 : 1; }
-int row_groups_of(const AttentionDecodeParams& p) {
-  const int64_t rows = p.n * (p.num_heads / p.num_kv_heads), per = 16 * m_tiles_of(p);
-  return int((rows + per - 1) / per);
-}
-
-int ctas_per_sm(const AttentionDecodeParams& p) {
-  const int mt = m_tiles_of(p);
-  int c = 1;
-  TF_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64) c = mt == 1 ? prepare_split_kernel<T, 64, 1>() : prepare_split_kernel<T, 64, 2>();
-    else c = mt == 1 ? prepare_split_kernel<T, 128, 1>() : prepare_split_kernel<T, 128, 2>();
-  });
-  return c;
-}
-
-// The grid of a call: `splits` partials per row of `chunk` slots each, `spc`
-// consecutive splits per CTA. Depends on the host-known bound only (never on
-// the device length), so a captured launch stays valid as the cache grows.
-struct Plan {
-  int splits = 1, chunk = kTile, spc = 1;
-  int ctas_y() const { return (splits + spc - 1) / spc; }
-};
-
-constexpr int64_t kMinSplitTiles = 4;  // automatic splits: at least this many tiles each (ramp amortised)
-constexpr int64_t kRampTiles = 2;      // a CTA's pipeline fill, in tile times, for the wave cost model
-
-// Splits per CTA for fixed-size splits: the fewest CTA waves times the
-// longest CTA (its tiles plus a ramp), i.e. whole waves of equal CTAs.
-int pick_splits_per_cta(int splits, int64_t split_tiles, int64_t row_ctas, int64_t wave) {
-  int best = 1;
-  int64_t best_cost = INT64_MAX;
-  for (int spc = 1; spc <= splits; ++spc) {
-    const int64_t cy = (splits + spc - 1) / spc;
-    if (spc > 1 && cy == (splits + spc - 2) / (spc - 1)) continue;  // same grid as spc - 1, longer CTAs
-    const int64_t waves = (cy * row_ctas + wave - 1) / wave;
-    const int64_t cost = waves * (spc * split_tiles + kRampTiles);
-    if (cost < best_cost) best = spc, best_cost = cost;
-    if (waves == 1) break;  // more splits per CTA only lengthen the one wave
-  }
-  return best;
-}
-
-Plan plan_of(const AttentionDecodeParams& p) {
-  const int64_t bound = bound_of(p);
-  const int64_t tiles = (bound + kTile - 1) / kTile;
-  const int64_t kvh = p.num_kv_heads > 0 ? p.num_kv_heads : 1;
-  Plan pl;
-  if (p.split_slots > 0) {
-    pl.chunk = int(p.split_slots);
-    pl.splits = int((bound + p.split_slots - 1) / p.split_slots);
-    if (p.splits_per_cta > 0) {
-      pl.spc = std::min(p.splits_per_cta, pl.splits);
-    } else if (pl.splits > 1) {
-      const int64_t wave = int64_t(sm_count()) * ctas_per_sm(p);
-      pl.spc = pick_splits_per_cta(pl.splits, p.split_slots / kTile, int64_t(row_groups_of(p)) * kvh, wave);
-    }
-    return pl;
-  }
-  int64_t s = p.num_splits;
-  if (s <= 0) {
-    // One wave: as many splits as leave every CTA slot of the GPU one CTA,
-    // unless the splits would get shorter than kMinSplitTiles.
-    const int64_t wave = int64_t(sm_count()) * ctas_per_sm(p);
-    s = std::max<int64_t>(1, wave / (int64_t(row_groups_of(p)) * kvh));
-    s = std::min(s, std::max<int64_t>(1, tiles / kMinSplitTiles));
-  }
-  s = std::max<int64_t>(1, std::min(s, tiles));
-  const int64_t per = (tiles + s - 1) / s;
-  pl.chunk = int(per * kTile);
-  pl.splits = int((bound + pl.chunk - 1) / pl.chunk);  // no split is empty by construction
-  return pl;
-}
-
-size_t counters_offset_floats(const AttentionDecodeParams& p, int splits) {
-  return size_t(splits) * size_t(p.n) * size_t(p.num_heads) * size_t(p.head_dim + 1);
+// Slots per split for `splits` splits over the bound.
+int chunk_of(const AttentionDecodeParams& p, int splits) {
+  const int64_t tiles = (bound_of(p) + kTile - 1) / kTile;
+  const int64_t per = (tiles + splits - 1) / splits;
+  return int((per > 0 ? per : 1) * kTile);
 }
 
 template <class T, int D, int MT>
-void launch_split(const SplitArgs& a, int groups, int ctas_y, int kv_heads, cudaStream_t stream) {
-  prepare_split_kernel<T, D, MT>();
-  attention_split_kernel<T, D, MT><<<dim3(unsigned(groups), unsigned(ctas_y), unsigned(kv_heads)), kThreads,
-                                     split_smem_bytes<D, MT>(), stream>>>(a);
+void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream) {
+  constexpr size_t smem = split_smem_bytes<D, MT>();
+  auto* kern = attention_split_kernel<T, D, MT>;
+  // Raise the shared-memory limit once per device and instantiation, so the launch itself stays cheap.
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(attr_set.load(std::memory_order_acquire) & bit)) {
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    attr_set.fetch_or(bit, std::memory_order_release);
+  }
+  kern<<<dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), kThreads, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-int attention_decode_num_splits(const AttentionDecodeParams& p) { return plan_of(p).splits; }
-int attention_decode_splits_per_cta(const AttentionDecodeParams& p) { return plan_of(p).spc; }
+int attention_decode_num_splits(const AttentionDecodeParams& p) {
+  if (p.split_slots > 0) return int((std::max<int64_t>(1, bound_of(p)) + p.split_slots - 1) / p.split_slots);
+  const int64_t tiles = (bound_of(p) + kTile - 1) / kTile;
+  int64_t s = p.num_splits;
+  if (s <= 0) {
+    // About four KV streams per SM (two CTAs resident per SM, two waves), each
+    // at least 8 tiles long so the pipeline start-up is amortised.
+    const int64_t kvh = p.num_kv_heads > 0 ? p.num_kv_heads : 1;
+    s = (4 * int64_t(sm_count()) + kvh - 1) / kvh;
+    const int64_t min_tiles = 8;
+    if (s > tiles / min_tiles) s = tiles / min_tiles;
+  }
+  if (s > tiles) s = tiles;
+  if (s < 1) s = 1;
+  // Re-derive from the chunk so that no split is empty by construction.
+  const int chunk = chunk_of(p, int(s));
+  const int64_t bound = bound_of(p) > 0 ? bound_of(p) : 1;
+  return int((bound + chunk - 1) / chunk);
+}
 
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p) {
-  // The partials, then one ticket counter per (kv head, row group): at most n * heads of them.
-  return sizeof(float) * counters_offset_floats(p, attention_decode_num_splits(p)) +
-         sizeof(int32_t) * size_t(p.n) * size_t(p.num_heads);
+  return sizeof(float) * size_t(attention_decode_num_splits(p)) * size_t(p.n) * size_t(p.num_heads) *
+         size_t(p.head_dim + 1);
 }
 
 void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
@@ -496,52 +344,50 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
            "cuda::attention_decode: null pointer or zero capacity");
   TF_CHECK(p.capacity < (int64_t(1) << 31) && p.num_kv_heads <= 65535,
            "cuda::attention_decode: capacity " << p.capacity << " or " << p.num_kv_heads << " kv heads too large");
-  TF_CHECK(p.split_slots >= 0 && p.split_slots % kTile == 0,
-           "cuda::attention_decode: split_slots " << p.split_slots << " must be a multiple of " << kTile);
   const int64_t G = p.num_heads / p.num_kv_heads;
+  const int64_t R = p.n * G;
   const int64_t hs = p.head_stride > 0 ? p.head_stride : p.capacity * p.head_dim;
   const int64_t ts = p.token_stride > 0 ? p.token_stride : p.head_dim;
   TF_CHECK(hs % 8 == 0 && ts % 8 == 0 &&
                ((reinterpret_cast<uintptr_t>(p.k_cache) | reinterpret_cast<uintptr_t>(p.v_cache) |
                  reinterpret_cast<uintptr_t>(p.q)) & 15) == 0,
            "cuda::attention_decode: q and KV must be 16-byte aligned with strides a multiple of 8 elements");
-  const Plan pl = plan_of(p);
-  TF_CHECK(pl.ctas_y() <= 65535, "cuda::attention_decode: " << pl.ctas_y() << " split CTAs (at most 65535)");
+  const int splits = attention_decode_num_splits(p);
+  TF_CHECK(splits <= 65535, "cuda::attention_decode: " << splits << " splits (at most 65535)");
   const int64_t rows = p.n * p.num_heads;
-  const int mt = m_tiles_of(p), groups = row_groups_of(p);
   SplitArgs a;
   a.q = p.q;
   a.k = p.k_cache;
   a.v = p.v_cache;
   a.kv_length = p.kv_length;
   a.q_positions = p.q_positions;
-  a.out = p.out;
   a.o_part = p.workspace;
-  a.lse_part = p.workspace + size_t(pl.splits) * size_t(rows) * size_t(p.head_dim);
-  a.counters = reinterpret_cast<int*>(p.workspace + counters_offset_floats(p, pl.splits));
+  a.lse_part = p.workspace + size_t(splits) * size_t(rows) * size_t(p.head_dim);
   a.n = int(p.n);
   a.H = int(p.num_heads);
   a.G = int(G);
   a.head_stride = hs;
   a.token_stride = ts;
-  a.chunk = pl.chunk;
-  a.splits = pl.splits;
-  a.spc = pl.spc;
+  TF_CHECK(p.split_slots >= 0 && p.split_slots % kTile == 0,
+           "cuda::attention_decode: split_slots " << p.split_slots << " must be a multiple of " << kTile);
+  a.chunk = p.split_slots > 0 ? int(p.split_slots) : chunk_of(p, splits);
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / sqrtf(float(p.head_dim));
   a.scale_log2 = scale * kLog2e;
-  // The tickets of a grid with several CTAs per row group must start at zero;
-  // each call leaves them at zero, so a caller that keeps its workspace may skip this.
-  if (pl.ctas_y() > 1 && !p.counters_zeroed)
-    CUDA_CHECK(cudaMemsetAsync(a.counters, 0, sizeof(int) * size_t(groups) * size_t(p.num_kv_heads), stream));
+  // One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).
+  const int mt = R > 16 ? 2 : 1;
+  const int groups = int((R + 16 * mt - 1) / (16 * mt));
   TF_DISPATCH_HALF(p.dtype, T, {
     if (p.head_dim == 64) {
-      if (mt == 1) launch_split<T, 64, 1>(a, groups, pl.ctas_y(), int(p.num_kv_heads), stream);
-      else launch_split<T, 64, 2>(a, groups, pl.ctas_y(), int(p.num_kv_heads), stream);
+      if (mt == 1) launch_split<T, 64, 1>(a, groups, splits, int(p.num_kv_heads), stream);
+      else launch_split<T, 64, 2>(a, groups, splits, int(p.num_kv_heads), stream);
     } else {
-      if (mt == 1) launch_split<T, 128, 1>(a, groups, pl.ctas_y(), int(p.num_kv_heads), stream);
-      else launch_split<T, 128, 2>(a, groups, pl.ctas_y(), int(p.num_kv_heads), stream);
+      if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream);
+      else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream);
     }
+    attention_combine_kernel<T><<<unsigned(rows), unsigned(kCombineGroups * p.head_dim), 0, stream>>>(
+        a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim), p.kv_length, a.chunk);
   });
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tf::cuda

@@ -2,11 +2,8 @@
 // verify) over one layer's contiguous KV cache [kv_heads, capacity, head_dim]
 // in f16/bf16, GQA-aware: one CTA per (kv head, KV split) loads each K/V tile
 // once into shared memory for all n * (heads / kv_heads) query rows that share
-// it. A CTA streams one or more consecutive splits (the grid is sized to fill
-// whole waves of the GPU) and writes each split's fp32 partial output and
-// log-sum-exp; the last CTA of a kv head's rows to finish (a ticket counter in
-// the workspace) merges the splits (LSE merge, in split order) and writes the
-// output in the KV dtype. A one-split grid writes the output directly.
+// it. Each CTA writes an fp32 partial output and its log-sum-exp; a combine
+// kernel merges the splits (LSE merge) and writes the output in the KV dtype.
 //
 // The KV length and the query positions are read from device memory, so the
 // launch can be captured in a CUDA graph and replayed as the cache grows.
@@ -36,7 +33,7 @@ struct AttentionDecodeParams {
   int64_t head_stride = 0;               // elements; 0 -> capacity * head_dim (multiple of 8)
   int64_t token_stride = 0;              // elements; 0 -> head_dim (multiple of 8)
   // Host-known bound on *kv_length that sizes the grid; 0 -> capacity. Splits
-  // past *kv_length exit at once and the merge skips them, so a captured
+  // past *kv_length exit at once and the combine skips them, so a captured
   // launch sized for a bound above the length gives the length's result.
   int64_t max_length = 0;
   float scale = 0.0f;                    // 0 -> 1 / sqrt(head_dim)
@@ -45,29 +42,15 @@ struct AttentionDecodeParams {
   // so a query's output does not depend on the call's length or query count
   // (a verify row equals the decode of that token bit for bit). Overrides num_splits.
   int64_t split_slots = 0;
-  // With split_slots: > 0 forces the consecutive splits one CTA streams
-  // (tests); 0 -> chosen to fill whole waves of the GPU. The result does not
-  // depend on it, bit for bit.
-  int splits_per_cta = 0;
   float* workspace = nullptr;            // attention_decode_workspace_bytes(p) bytes of device memory
-  // true: the workspace's ticket counters are known to be zero (every call
-  // leaves them so; a fresh or reused-for-something-else workspace is not),
-  // which skips a small memset before the launch. The counters are the last
-  // n * num_heads * 4 bytes of the workspace.
-  bool counters_zeroed = false;
   DType dtype = DType::BF16;             // of q, KV, out
 };
 
-// The split count (partials per query row) attention_decode will use for p
-// (p.num_splits if set). Automatic: one wave of CTAs, splits of >= 4 tiles (256 slots).
+// The split count attention_decode will use for p (p.num_splits if set).
 int attention_decode_num_splits(const AttentionDecodeParams& p);
-// Consecutive splits one CTA streams (> 1 only with split_slots: whole waves of CTAs).
-int attention_decode_splits_per_cta(const AttentionDecodeParams& p);
-// Bytes of scratch the launch needs: splits * n * heads * (head_dim + 1) floats
-// of partials, then n * heads int32 ticket counters.
+// Bytes of fp32 scratch the launch needs: splits * n * heads * (head_dim + 1) floats.
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
-// Validates p (tf::Error on a bad shape), then launches the kernel (after a
-// memset of the counters when several CTAs share a row group, unless counters_zeroed).
+// Validates p (tf::Error on a bad shape), then launches the split and combine kernels.
 void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

@@ -101,12 +101,10 @@ struct AttentionParams {
 };
 // Decode attention splits the KV at fixed multiples of this many slots (batch invariance).
 constexpr int64_t kAttentionSplitSlots = 512;
-// Split scratch of a decode attention call of n queries over `slots` slots:
-// the fp32 partials, then the kernel's int32 ticket counters (n * heads at most).
+// fp32 split scratch of a decode attention call of n queries over `slots` slots.
 inline size_t attention_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int64_t slots) {
   const int64_t splits = slots > 0 ? (slots + kAttentionSplitSlots - 1) / kAttentionSplitSlots : 1;
-  return sizeof(float) * size_t(splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1) +
-         sizeof(int32_t) * size_t(n) * size_t(heads);
+  return sizeof(float) * size_t(splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1);
 }
 // q f32 [n, heads, hd]; q_positions i32 [n]; out f32 [n, heads, hd].
 // Causal by position: the query at position p sees slots whose position <= p.

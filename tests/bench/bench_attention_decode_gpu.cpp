@@ -4,10 +4,7 @@
 // (32 heads, MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, bf16; n = 1
 // (decode), 7 (verify) and 32 query tokens. Short contexts rotate through
 // several K/V copies so that the reads come from HBM rather than L2. Args:
-// length, kv heads, query tokens, splits (0 = automatic), split_slots (0, or
-// 512 as the model calls it: fixed splits streamed several per CTA), splits
-// per CTA (0 = automatic; forced only with split_slots). A call
-// includes the ticket-counter memset when its grid has several CTAs per head.
+// length, kv heads, query tokens, splits (0 = automatic).
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -31,7 +28,6 @@ void BM_AttentionDecode(benchmark::State& state) {
     return;
   }
   const int64_t len = state.range(0), kv_heads = state.range(1), n = state.range(2), splits = state.range(3);
-  const int64_t split_slots = state.range(4), splits_per_cta = state.range(5);
   const int64_t heads = 32, hd = 128;
   const size_t kv_bytes = size_t(kv_heads * len * hd * 2);
   // Enough K/V copies to cycle through 256 MB, so short contexts are timed from HBM, not from the 50 MB L2.
@@ -65,8 +61,6 @@ void BM_AttentionDecode(benchmark::State& state) {
   p.capacity = len;
   p.dtype = tf::DType::BF16;
   p.num_splits = int(splits);  // 0: the kernel's own choice
-  p.split_slots = split_slots;
-  p.splits_per_cta = int(splits_per_cta);
   tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
   p.workspace = ws.as<float>();
 
@@ -100,32 +94,17 @@ void BM_AttentionDecode(benchmark::State& state) {
                                                       benchmark::Counter::kIsRate);
   state.counters["TBps"] = benchmark::Counter(bytes / 1e12 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["splits"] = tf::cuda::attention_decode_num_splits(p);
-  state.counters["splits_per_cta"] = tf::cuda::attention_decode_splits_per_cta(p);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t kvh : {32, 8})
     for (int64_t len : {4096, 8192, 32768, 65536, 131072, 262144})
-      for (int64_t n : {1, 7, 32}) b->Args({len, kvh, n, 0, 0, 0});
-  // The model's fixed 512-slot splits (batch invariant), including the 4102-slot retrieval cache with 6 queries.
-  for (int64_t kvh : {32, 8})
-    for (int64_t len : {4096, 8192, 32768, 131072})
-      for (int64_t n : {1, 7}) b->Args({len, kvh, n, 0, 512, 0});
-  b->Args({4102, 32, 6, 0, 512, 0});
-  b->Args({4102, 32, 6, 0, 0, 0});
-  // The wave-filling splits per CTA against one split per CTA (and 2 / 4 at 4102 and 8K).
-  for (int64_t spc : {1, 2, 4}) {
-    b->Args({4102, 32, 6, 0, 512, spc});
-    b->Args({8192, 32, 1, 0, 512, spc});
-  }
-  b->Args({32768, 32, 1, 0, 512, 1});
-  b->Args({131072, 8, 1, 0, 512, 1});
-  b->Args({131072, 8, 7, 0, 512, 1});
+      for (int64_t n : {1, 7, 32}) b->Args({len, kvh, n, 0});
   // Forced split counts against the automatic choice (one wave of two CTAs per SM, or more).
-  for (int64_t splits : {8, 16, 33, 66}) b->Args({32768, 32, 1, splits, 0, 0});
-  for (int64_t splits : {33, 66, 132, 264}) b->Args({32768, 8, 1, splits, 0, 0});
-  for (int64_t splits : {33, 132, 264}) b->Args({131072, 8, 1, splits, 0, 0});
-  for (int64_t splits : {33, 132}) b->Args({131072, 8, 7, splits, 0, 0});
+  for (int64_t splits : {8, 33, 66}) b->Args({32768, 32, 1, splits});
+  for (int64_t splits : {33, 132, 264}) b->Args({32768, 8, 1, splits});
+  for (int64_t splits : {33, 132, 264}) b->Args({131072, 8, 1, splits});
+  for (int64_t splits : {33, 132}) b->Args({131072, 8, 7, splits});
 }
 BENCHMARK(BM_AttentionDecode)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
