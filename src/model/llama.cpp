@@ -20,7 +20,7 @@ bool g_cuda_graphs_default = true;
 // growing cache is served by a few graphs and a replay launches at most 8
 // splits per head that exit at once. Never past the capacity.
 int64_t graph_grid_slots(int64_t length, int64_t capacity) {
-  const int64_t split = ops::kAttentionSplitSlots;
+  const int64_t split = ops::attention_split_slots();
   const int64_t need = std::max<int64_t>(1, (length + split - 1) / split);
   int64_t splits = 1;
   while (splits < need && splits < 8) splits *= 2;

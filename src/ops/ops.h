@@ -99,11 +99,15 @@ struct AttentionParams {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
-// Decode attention splits the KV at fixed multiples of this many slots (batch invariance).
-constexpr int64_t kAttentionSplitSlots = 512;
+// Decode attention splits the KV at fixed multiples of this many slots, the
+// same for every call of a process (batch invariance: a verified row then sees
+// the splits its own decode step saw). 512 unless TRIFORCE_ATTN_SPLIT_SLOTS
+// (a multiple of 64) says otherwise, read once: a measurement knob.
+int64_t attention_split_slots();
 // fp32 split scratch of a decode attention call of n queries over `slots` slots.
 inline size_t attention_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int64_t slots) {
-  const int64_t splits = slots > 0 ? (slots + kAttentionSplitSlots - 1) / kAttentionSplitSlots : 1;
+  const int64_t split = attention_split_slots();
+  const int64_t splits = slots > 0 ? (slots + split - 1) / split : 1;
   return sizeof(float) * size_t(splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1);
 }
 // q f32 [n, heads, hd]; q_positions i32 [n]; out f32 [n, heads, hd].

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -175,6 +176,19 @@ void add_inplace(Tensor& residual, const Tensor& x) {
   float* r = residual.ptr<float>();
   const float* a = x.ptr<float>();
   for (int64_t i = 0, e = x.numel(); i < e; ++i) r[i] += a[i];
+}
+
+int64_t attention_split_slots() {
+  static const int64_t slots = [] {
+    const char* e = std::getenv("TRIFORCE_ATTN_SPLIT_SLOTS");
+    if (!e || !*e) return int64_t(512);
+    char* end = nullptr;
+    const long long v = std::strtoll(e, &end, 10);
+    TF_CHECK(end && *end == '\0' && v >= 64 && v % 64 == 0,
+             "TRIFORCE_ATTN_SPLIT_SLOTS: expected a multiple of 64 (>= 64), got '" << e << "'");
+    return int64_t(v);
+  }();
+  return slots;
 }
 
 void cast(const Tensor& src, Tensor& dst) {

@@ -223,9 +223,9 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     p.n = m, p.num_heads = ap.num_heads, p.num_kv_heads = ap.num_kv_heads, p.head_dim = ap.head_dim;
     p.capacity = kv.capacity, p.head_stride = kv.head_stride, p.token_stride = kv.token_stride;
     p.max_length = std::max<int64_t>(1, ap.grid_slots > 0 ? ap.grid_slots : kv.length);
-    // Fixed 512-slot splits from slot 0: a query's output is then the same in
-    // a 7-token verification and in its own decode step (batch invariance).
-    p.split_slots = kAttentionSplitSlots;
+    // Fixed splits from slot 0: a query's output is then the same in a
+    // 7-token verification and in its own decode step (batch invariance).
+    p.split_slots = attention_split_slots();
     p.scale = ap.scale, p.dtype = q.dtype;
     const size_t need = cuda::attention_decode_workspace_bytes(p);
     if (ap.workspace) {
