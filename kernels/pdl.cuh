@@ -18,8 +18,11 @@
 
 namespace tf::cuda {
 
-// Read once per process: TRIFORCE_PDL and the current device's capability.
+// TRIFORCE_PDL (read once per process) and the device's capability (sm_90+);
+// set_pdl_enabled overrides the variable from then on (tests comparing PDL
+// on and off in one process; graphs keep the launches they were recorded with).
 bool pdl_enabled();
+void set_pdl_enabled(bool on);
 
 #if defined(__CUDACC__)
 __device__ __forceinline__ void pdl_wait() {

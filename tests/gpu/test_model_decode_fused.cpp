@@ -17,6 +17,10 @@
 #include "model/weights_device.h"
 #include "require_device.h"
 
+#ifdef TRIFORCE_HAVE_CUDA
+#include "pdl.cuh"
+#endif
+
 using namespace tf;
 
 namespace {
@@ -67,4 +71,36 @@ TEST(ModelDecodeFused, StackedAndFusedStepsEqualTheUnfusedPath) {
       ASSERT_EQ(std::memcmp(one.data, verify.ptr<float>() + i * V, size_t(V) * 4), 0) << "verify row " << i;
     }
   }
+}
+
+// Programmatic dependent launch changes when a kernel starts, never what it
+// computes: logits with PDL on and off, eager and through CUDA graphs, are
+// the same bits (a kernel reading before its griddepcontrol.wait would race).
+TEST(ModelDecodeFused, PdlOnAndOffGiveTheSameBits) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
+  const LlamaWeights w = synthetic_weights(cfg, Device::CUDA, DType::BF16, 6);
+  const int64_t V = cfg.vocab_size;
+  const bool before = cuda::pdl_enabled();
+  std::vector<std::vector<Tensor>> runs;
+  for (bool pdl : {false, true})
+    for (bool graphs : {false, true}) {
+      cuda::set_pdl_enabled(pdl);
+      LlamaModel m(cfg, w, 256);
+      m.set_cuda_graphs(graphs);
+      auto c = m.make_cache(2048);
+      std::vector<Tensor> out;
+      out.push_back(m.forward(tokens_for(300, V, 1), c, 1));
+      int64_t salt = 10;
+      for (int rep = 0; rep < 3; ++rep)  // graphs: first use eager, second records, third replays
+        for (int64_t n : {1, 7, 3}) out.push_back(m.forward(tokens_for(n, V, salt++), c));
+      if (graphs) EXPECT_GT(m.step_graphs().replays(), 0) << "pdl " << pdl;
+      runs.push_back(std::move(out));
+    }
+  cuda::set_pdl_enabled(before);
+  for (size_t r = 1; r < runs.size(); ++r)
+    for (size_t i = 0; i < runs[0].size(); ++i)
+      expect_bitwise(runs[r][i], runs[0][i], "run " + std::to_string(r) + " call " + std::to_string(i));
+#endif
 }
