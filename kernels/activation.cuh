@@ -14,10 +14,6 @@ struct SiluMulParams {
   void* out = nullptr;         // [count]; may alias gate or up
   int64_t count = 0;
   DType dtype = DType::BF16;
-  // > 0: gate is a stacked [count / halves, 2 * halves] tensor whose rows are
-  // [gate | up] (the fused gate/up GEMM's output); up is ignored and out is
-  // [count / halves, halves]. Same arithmetic, so the same bits.
-  int64_t halves = 0;
 };
 
 void silu_mul(const SiluMulParams& p, cudaStream_t stream = nullptr);

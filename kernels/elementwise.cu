@@ -1,15 +1,12 @@
 #include "common.cuh"
 #include "core/philox.h"
 #include "elementwise.cuh"
-#include "pdl.cuh"
 
 namespace tf::cuda {
 namespace {
 
 template <class T>
 __global__ void add_kernel(T* __restrict__ r, const T* __restrict__ x, int64_t count) {
-  pdl_wait();
-  pdl_launch_dependents();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     r[i] = from_f32<T>(to_f32(r[i]) + to_f32(x[i]));
 }
@@ -18,8 +15,6 @@ __global__ void add_kernel(T* __restrict__ r, const T* __restrict__ x, int64_t c
 __global__ void kv_write_kernel(uint4* __restrict__ kc, uint4* __restrict__ vc, const uint4* __restrict__ kn,
                                 const uint4* __restrict__ vn, int64_t slot0, const int32_t* __restrict__ slots,
                                 int64_t kvh, int64_t vecs, int64_t cap) {
-  pdl_wait();
-  pdl_launch_dependents();
   const int64_t t = blockIdx.x, h = blockIdx.y;
   const int64_t slot = slots ? int64_t(slots[t]) : slot0 + t;
   if (slot < 0 || slot >= cap) return;  // the host checked the claim; never write outside the layer
@@ -62,8 +57,8 @@ void add_inplace(const AddParams& p, cudaStream_t stream) {
   if (p.count == 0) return;
   TF_CHECK(p.residual && p.x, "cuda::add_inplace: null pointers");
   TF_DISPATCH_HALF(p.dtype, T, {
-    launch_pdl(add_kernel<T>, dim3(blocks_for(p.count)), dim3(256), 0, stream, static_cast<T*>(p.residual),
-               static_cast<const T*>(p.x), p.count);
+    add_kernel<T><<<blocks_for(p.count), 256, 0, stream>>>(static_cast<T*>(p.residual),
+                                                            static_cast<const T*>(p.x), p.count);
   });
   CUDA_CHECK_LAUNCH();
 }
@@ -76,9 +71,9 @@ void kv_write(const KvWriteParams& p, cudaStream_t stream) {
            "cuda::kv_write: slots [" << p.slot << ", " << p.slot + p.n << ") exceed capacity " << p.capacity);
   TF_CHECK(is_half_dtype(p.dtype), "cuda::kv_write: dtype must be f16/bf16");
   const int64_t vecs = p.head_dim / 8;
-  launch_pdl(kv_write_kernel, dim3(unsigned(p.n), unsigned(p.kv_heads)), dim3(32), 0, stream,
-             static_cast<uint4*>(p.k_cache), static_cast<uint4*>(p.v_cache), static_cast<const uint4*>(p.k_new),
-             static_cast<const uint4*>(p.v_new), p.slot, p.slots, p.kv_heads, vecs, p.capacity);
+  kv_write_kernel<<<dim3(unsigned(p.n), unsigned(p.kv_heads)), 32, 0, stream>>>(
+      static_cast<uint4*>(p.k_cache), static_cast<uint4*>(p.v_cache), static_cast<const uint4*>(p.k_new),
+      static_cast<const uint4*>(p.v_new), p.slot, p.slots, p.kv_heads, vecs, p.capacity);
   CUDA_CHECK_LAUNCH();
 }
 

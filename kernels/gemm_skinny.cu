@@ -6,7 +6,6 @@
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "gemm_skinny.cuh"
-#include "pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -21,11 +20,6 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
-}
-// Warms L2 with weight lines before pdl_wait: no kernel writes the weights,
-// so their stream can start while the previous kernel drains.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 __device__ __forceinline__ uint4 ld_x(const void* p) {
   uint4 r;
@@ -49,19 +43,6 @@ __global__ void __launch_bounds__(KW * 32) skinny_mma_kernel(const T* __restrict
   // Rows past `out` re-read the last row; their results are never stored.
   const T* wa = w + min(j0 + g, out - 1) * in;
   const T* wb = w + min(j0 + g + 8, out - 1) * in;
-  // The warp's first two k-blocks, the lines its first loads will hit.
-#pragma unroll
-  for (int b = 0; b < 2; ++b)
-#pragma unroll
-    for (int s = 0; s < U; ++s) {
-      const int64_t c = (int64_t(warp) + int64_t(b) * KW) * kKb + t * 8 + s * 32;
-      if (c < in) {
-        prefetch_l2(wa + c);
-        prefetch_l2(wb + c);
-      }
-    }
-  pdl_wait();  // x is the previous kernel's output
-  pdl_launch_dependents();
   // x rows past n re-read row n-1 (branch-free loads); their columns are never stored.
   const T* xr[NT];
 #pragma unroll
@@ -147,8 +128,6 @@ __global__ void __launch_bounds__(kSimtWarps * 32) skinny_simt_kernel(const T* _
   const T* wr[kSimtRows];
 #pragma unroll
   for (int r = 0; r < kSimtRows; ++r) wr[r] = w + min(j0 + r, out - 1) * in;
-  pdl_wait();
-  pdl_launch_dependents();
   float acc[NR][kSimtRows];
 #pragma unroll
   for (int i = 0; i < NR; ++i)
@@ -223,8 +202,6 @@ __global__ void __launch_bounds__(kLegacyWarps * 32) skinny_legacy_kernel(const 
                                                                            Y* __restrict__ y, int n, int64_t in,
                                                                            int64_t out) {
   __shared__ __align__(16) T xs[NR * kLegacyChunk];
-  pdl_wait();
-  pdl_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j = int64_t(blockIdx.x) * kLegacyWarps + warp;
   const T* wr = w + (j < out ? j : 0) * in;
@@ -273,31 +250,31 @@ template <class T, class Y, int KW, int U>
 void launch_mma(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, 16);
   // The tile count only bounds the loop; a row's arithmetic is the same in each.
-  if (n <= 8) launch_pdl(skinny_mma_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out);
-  else if (n <= 16) launch_pdl(skinny_mma_kernel<T, Y, KW, U, 2>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out);
-  else launch_pdl(skinny_mma_kernel<T, Y, KW, U, 4>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out);
+  if (n <= 8) skinny_mma_kernel<T, Y, KW, U, 1><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 16) skinny_mma_kernel<T, Y, KW, U, 2><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
+  else skinny_mma_kernel<T, Y, KW, U, 4><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
 }
 
 template <class T, class Y>
 void launch_simt(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kSimtRows);
   const int th = kSimtWarps * 32;
-  if (n <= 1) launch_pdl(skinny_simt_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 4) launch_pdl(skinny_simt_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 8) launch_pdl(skinny_simt_kernel<T, Y, 8>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 16) launch_pdl(skinny_simt_kernel<T, Y, 16>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else launch_pdl(skinny_simt_kernel<T, Y, 32>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
+  if (n <= 1) skinny_simt_kernel<T, Y, 1><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 4) skinny_simt_kernel<T, Y, 4><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 8) skinny_simt_kernel<T, Y, 8><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 16) skinny_simt_kernel<T, Y, 16><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else skinny_simt_kernel<T, Y, 32><<<b, th, 0, st>>>(x, w, y, n, in, out);
 }
 
 template <class T, class Y>
 void launch_legacy(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kLegacyWarps);
   const int th = kLegacyWarps * 32;
-  if (n <= 1) launch_pdl(skinny_legacy_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 4) launch_pdl(skinny_legacy_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 8) launch_pdl(skinny_legacy_kernel<T, Y, 8>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else if (n <= 16) launch_pdl(skinny_legacy_kernel<T, Y, 16>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
-  else launch_pdl(skinny_legacy_kernel<T, Y, 32>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out);
+  if (n <= 1) skinny_legacy_kernel<T, Y, 1><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 4) skinny_legacy_kernel<T, Y, 4><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 8) skinny_legacy_kernel<T, Y, 8><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else if (n <= 16) skinny_legacy_kernel<T, Y, 16><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  else skinny_legacy_kernel<T, Y, 32><<<b, th, 0, st>>>(x, w, y, n, in, out);
 }
 
 template <class T, class Y>

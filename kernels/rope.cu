@@ -1,5 +1,4 @@
 #include "common.cuh"
-#include "pdl.cuh"
 #include "rope.cuh"
 
 namespace tf::cuda {
@@ -10,8 +9,6 @@ __global__ void rope_kernel(T* __restrict__ q, T* __restrict__ k, const float* _
                             const float* __restrict__ sin, const int32_t* __restrict__ pos, int64_t qh,
                             int64_t kh, int64_t half, int64_t rows) {
   // grid.x = token, grid.y covers heads (q heads first, then k heads); threads over half.
-  pdl_wait();
-  pdl_launch_dependents();
   const int64_t t = blockIdx.x;
   const int64_t h = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
   if (h >= qh + kh) return;
@@ -24,10 +21,9 @@ __global__ void rope_kernel(T* __restrict__ q, T* __restrict__ k, const float* _
       c = cos[int64_t(p) * half + j];
       s = sin[int64_t(p) * half + j];
     }
-    float o1, o2;
-    rope_rotate(load_f32(v + j), load_f32(v + j + half), c, s, o1, o2);
-    store_f32(v + j, o1);
-    store_f32(v + j + half, o2);
+    const float x1 = load_f32(v + j), x2 = load_f32(v + j + half);
+    store_f32(v + j, x1 * c - x2 * s);
+    store_f32(v + j + half, x2 * c + x1 * s);
   }
 }
 
@@ -44,8 +40,8 @@ void rope(const RopeParams& p, cudaStream_t stream) {
   dim3 block(tx, ty);
   dim3 grid(unsigned(p.n), unsigned((p.q_heads + kh + ty - 1) / ty));
   TF_DISPATCH_HALF(p.dtype, T, {
-    launch_pdl(rope_kernel<T>, grid, block, 0, stream, static_cast<T*>(p.q), static_cast<T*>(p.k), p.cos, p.sin,
-               p.positions, p.q_heads, kh, half, p.table_rows);
+    rope_kernel<T><<<grid, block, 0, stream>>>(static_cast<T*>(p.q), static_cast<T*>(p.k), p.cos, p.sin,
+                                               p.positions, p.q_heads, kh, half, p.table_rows);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -23,14 +23,4 @@ struct RopeParams {
 // x1' = x1*c - x2*s, x2' = x2*c + x1*s in fp32, rounded once to dtype.
 void rope(const RopeParams& p, cudaStream_t stream = nullptr);
 
-#if defined(__CUDACC__)
-// The one rotation every RoPE kernel uses (rope and qkv_rope_kv), with
-// explicit roundings so no kernel's FMA contraction differs from another's:
-// the fused decode kernel must give the unfused path's bits.
-__device__ __forceinline__ void rope_rotate(float x1, float x2, float c, float s, float& o1, float& o2) {
-  o1 = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-  o2 = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
-}
-#endif
-
 }  // namespace tf::cuda

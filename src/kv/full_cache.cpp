@@ -5,7 +5,6 @@
 #include "core/device.h"
 #ifdef TRIFORCE_HAVE_CUDA
 #include "elementwise.cuh"
-#include "qkv_rope_kv.cuh"
 #include "stream.cuh"
 #endif
 
@@ -180,32 +179,6 @@ void FullKVCache::write_at(int64_t layer, const Tensor& slots, const Tensor& k, 
   p.slots = slots.ptr<int32_t>(), p.n = n, p.kv_heads = kv_heads_, p.head_dim = head_dim_, p.capacity = capacity_;
   p.dtype = dtype_;
   cuda::kv_write(p, cuda::compute_stream());
-#endif
-}
-
-void FullKVCache::rope_write_at(int64_t layer, const Tensor& slots, const Tensor& qkv, Tensor& q_out,
-                                const Tensor& cos, const Tensor& sin, const Tensor& rows) {
-  TF_CHECK(device_ == Device::CUDA && !offloaded() && slots.device == Device::CUDA && slots.dtype == DType::I32,
-           "KV cache: rope_write_at needs an on-device CUDA cache and i32 device slots");
-  TF_CHECK(qkv.device == device_ && q_out.device == device_ && qkv.dtype == dtype_ && q_out.dtype == dtype_,
-           "KV cache: rope_write_at of " << dtype_name(qkv.dtype) << " rows into a " << dtype_name(dtype_) << " cache");
-  TF_CHECK(q_out.shape.size() == 3 && q_out.shape[2] == head_dim_, "KV cache: rope_write_at q_out shape "
-                                                                      << shape_str(q_out.shape));
-  const int64_t n = q_out.shape[0], heads = q_out.shape[1];
-  TF_CHECK(qkv.numel() == n * (heads + 2 * kv_heads_) * head_dim_ && slots.numel() == n && rows.numel() == n,
-           "KV cache: rope_write_at of qkv " << shape_str(qkv.shape) << " for " << n << " tokens of " << heads
-                                             << " + 2 x " << kv_heads_ << " heads");
-  TF_CHECK(cos.dtype == DType::F32 && sin.dtype == DType::F32 && cos.shape.size() == 2 && sin.shape == cos.shape &&
-               2 * cos.shape[1] == head_dim_ && rows.dtype == DType::I32,
-           "KV cache: rope_write_at tables must be f32 [rows, head_dim / 2] and rows i32");
-  TF_CHECK(layer >= 0 && layer < layers_, "KV cache: layer " << layer << " out of range " << layers_);
-#ifdef TRIFORCE_HAVE_CUDA
-  cuda::QkvRopeKvParams p;
-  p.qkv = qkv.data, p.q_out = q_out.data, p.k_cache = layer_k(layer).data, p.v_cache = layer_v(layer).data;
-  p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>(), p.rows = rows.ptr<int32_t>(), p.slots = slots.ptr<int32_t>();
-  p.n = n, p.q_heads = heads, p.kv_heads = kv_heads_, p.head_dim = head_dim_, p.capacity = capacity_;
-  p.table_rows = cos.shape[0], p.dtype = dtype_;
-  cuda::qkv_rope_kv(p, cuda::compute_stream());
 #endif
 }
 

@@ -81,13 +81,6 @@ class FullKVCache {
   // forward's query-slot upload, already claimed), so a write captured in a
   // CUDA graph follows each replay's slots.
   void write_at(int64_t layer, const Tensor& slots, const Tensor& k, const Tensor& v);
-  // CUDA only, one kernel: qkv [n, (heads + 2 * kv_heads) * head_dim] (the
-  // stacked q/k/v GEMM's rows) is split; q rotated into q_out [n, heads,
-  // head_dim], k rotated and v copied to slots[t] of this layer, with row
-  // rows[t] of the f32 cos/sin tables [rows, head_dim / 2]. The same bits
-  // as rope_apply_rows on q and k followed by write_at.
-  void rope_write_at(int64_t layer, const Tensor& slots, const Tensor& qkv, Tensor& q_out, const Tensor& cos,
-                     const Tensor& sin, const Tensor& rows);
   // One layer's K or V storage [kv_heads, capacity, head_dim] as a tensor view.
   Tensor layer_k(int64_t layer) const;
   Tensor layer_v(int64_t layer) const;

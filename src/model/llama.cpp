@@ -81,9 +81,8 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist:
     rows_ = empty_tensor(device_, DType::I32, {C});
     copy_tensor(rows_, iota);
     dcossin_ = empty_tensor(device_, DType::F32, {2 * C * (D / 2)});
-    const int64_t S = std::min<int64_t>(C, kGraphMaxTokens);  // the stacked GEMMs' row bound
-    qkv1_ = act({S, (H + 2 * KH) * D});
-    gu1_ = act({S, 2 * w_.local_intermediate});
+    qkv1_ = act({1, (H + 2 * KH) * D});
+    gu1_ = act({1, 2 * w_.local_intermediate});
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
     graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
@@ -274,12 +273,15 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     return f;
   };
   Tensor q2 = flat(q, H * D), k2 = flat(k, KH * D), v2 = flat(v, KH * D), att2 = flat(att, H * D);
+  // A view of `shape` at element offset `at` of a contiguous tensor.
+  auto piece = [](const Tensor& t, int64_t at, std::vector<int64_t> shape) {
+    Tensor p = t;
+    p.shape = std::move(shape);
+    p.data = static_cast<uint8_t*>(t.data) + size_t(at) * dtype_size(t.dtype);
+    return p;
+  };
 
   const ops::RmsNormParams np{float(cfg_.rms_norm_eps)};
-  // The end of a layer's residual add fused with the next norm: normalizing
-  // the stored residual keeps add_inplace + rmsnorm's bits.
-  ops::RmsNormParams np_next = np;
-  np_next.round_residual = true;
   ops::AttentionParams ap;
   ap.num_heads = H;
   ap.num_kv_heads = KH;
@@ -302,69 +304,57 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
 
   ops::embedding(w_.embed, tok, x);
-  if (cfg_.num_layers > 0) ops::rmsnorm(x, w_.layers[0].attn_norm, xn, np);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
-    // Up to 32 tokens on CUDA: q/k/v and gate/up each come from one skinny
-    // GEMM over the stacked weights. That GEMM computes an output row the
-    // same way whatever the matrix's row count, so the rows are the unfused
-    // GEMMs' bits. q/k/v of several tokens are then interleaved in qkv1_, so
-    // one kernel splits them, rotates q and k and writes k, v to the cache
-    // (an offloaded cache, whose writes go through its staging at the host
-    // slot, takes the unfused q/k/v path).
-    const bool stacked = cuda && n <= kGraphMaxTokens && L.wqkv.data && L.w_gate_up.data;
-    const bool fused_qkv = stacked && !cache.offloaded();
-    Tensor qkv;
-    if (fused_qkv) {
-      qkv = slice_rows(qkv1_, 0, n);
-      ops::linear(xn, L.wqkv, qkv);
+    ops::rmsnorm(x, L.attn_norm, xn, np);
+    // One token on CUDA: q/k/v (and below gate/up) come from one GEMM over
+    // the stacked weights; the outputs are views into its row.
+    const bool fused = cuda && n == 1 && L.wqkv.data && L.w_gate_up.data;
+    if (fused) {
+      ops::linear(xn, L.wqkv, qkv1_);
+      q = piece(qkv1_, 0, {1, H, D});
+      k = piece(qkv1_, H * D, {1, KH, D});
+      v = piece(qkv1_, (H + KH) * D, {1, KH, D});
+      q2 = flat(q, H * D);
     } else {
       ops::linear(xn, L.wq, q2);
       ops::linear(xn, L.wk, k2);
       ops::linear(xn, L.wv, v2);
-      if (cuda) {
-        ops::rope_apply_rows(q, k, dcs, dsn, rows);
-      } else {
-        ops::rope_apply(q, cs, sn);
-        ops::rope_apply(k, cs, sn);
-      }
     }
-    cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
-    // Slots from the device, so a graph replay writes where it should; an
-    // offloaded cache (never captured) writes its staging slot at the host slot.
-    if (fused_qkv) cache.rope_write_at(l, qslots, qkv, q, dcs, dsn, rows);
-    else if (cuda && !cache.offloaded()) cache.write_at(l, qslots, k, v);
-    else cache.write(l, slot, k, v);
+    if (cuda) {
+      ops::rope_apply_rows(q, k, dcs, dsn, rows);
+    } else {
+      ops::rope_apply(q, cs, sn);
+      ops::rope_apply(k, cs, sn);
+    }
     if (capture_q_ && capture_last_row) {
       Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
       std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
     }
+    cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
+    // Slots from the device, so a graph replay writes where it should; an
+    // offloaded cache (never captured) writes its staging slot at the host slot.
+    if (cuda && !cache.offloaded()) cache.write_at(l, qslots, k, v);
+    else cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     row_parallel_linear(att2, L.wo);
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
-    if (stacked) {
-      Tensor gu = slice_rows(gu1_, 0, n);
-      ops::linear(xn, L.w_gate_up, gu);
-      ops::silu_mul_halves(gu, gate);
+    if (fused) {
+      ops::linear(xn, L.w_gate_up, gu1_);
+      gate = piece(gu1_, 0, {1, w_.local_intermediate});
+      up = piece(gu1_, w_.local_intermediate, {1, w_.local_intermediate});
     } else {
       ops::linear(xn, L.w_gate, gate);
       ops::linear(xn, L.w_up, up);
-      ops::silu_mul(gate, up, gate);
     }
+    ops::silu_mul(gate, up, gate);
     row_parallel_linear(gate, L.w_down);
-    if (cuda && l + 1 < cfg_.num_layers) {
-      ops::add_rmsnorm(x, proj, w_.layers[size_t(l + 1)].attn_norm, xn, np_next);  // x += mlp; xn = next norm(x)
-    } else if (cuda && logits_out && out_from < n) {
-      ops::add_rmsnorm(x, proj, w_.final_norm, xn, np_next);  // every row: a row's norm depends on it alone
-    } else {
-      ops::add_inplace(x, proj);
-      if (l + 1 < cfg_.num_layers) ops::rmsnorm(x, w_.layers[size_t(l + 1)].attn_norm, xn, np);
-    }
+    ops::add_inplace(x, proj);
   }
   if (logits_out && out_from < n) {
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
-    if (!cuda || cfg_.num_layers == 0) ops::rmsnorm(xs, w_.final_norm, xo, np);  // CUDA: fused into the last add
+    ops::rmsnorm(xs, w_.final_norm, xo, np);
     const int64_t rows_out = n - out_from;
     const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
     if (!cuda) {

@@ -106,7 +106,7 @@ class LlamaModel {
   Tensor cossin_, inv_freq_;
   // CUDA only: i32 inputs [tokens | positions | query slots] (n each, one
   // copy), the constant rows 0..C-1, the rope rows, f32 logits rows, and the
-  // outputs of the stacked q/k/v and gate/up GEMMs, up to kGraphMaxTokens rows
+  // one-token outputs of the fused q/k/v and gate/up GEMMs
   Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv1_, gu1_;
   // CUDA graphs: on/off, the recorded steps, pinned logits rows of a graph
   // step, and the attention split scratch the graphs point at

@@ -24,10 +24,6 @@ void embedding(const Tensor& table, const Tensor& tokens, Tensor& out);
 // ---- RMSNorm (HF LlamaRMSNorm): out = w * x / sqrt(mean(x^2) + eps) ----
 struct RmsNormParams {
   float eps = 1e-6f;
-  // add_rmsnorm on CUDA: normalize the residual as stored (rounded to the
-  // dtype) rather than the fp32 sum, so residual add + next norm fused gives
-  // add_inplace + rmsnorm's bits. Nothing to round on the CPU (f32).
-  bool round_residual = false;
 };
 // x f32 [n, d]; weight f32 [d]; out f32 [n, d] (may alias x).
 void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
@@ -63,9 +59,6 @@ void rope_apply_rows(Tensor& q, Tensor& k, const Tensor& cos_table, const Tensor
 
 // ---- SwiGLU: out = silu(gate) * up; all [n, inter]; out may alias gate ----
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
-// The same on the stacked gate/up GEMM's output: gu [n, 2 * inter] with rows
-// [gate | up] into out [n, inter]; the same bits as silu_mul on the halves.
-void silu_mul_halves(const Tensor& gu, Tensor& out);
 
 // ---- attention over a KV view ----
 // What a cache hands attention for one layer: K and V for kv head h, slot j

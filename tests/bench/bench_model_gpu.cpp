@@ -7,9 +7,7 @@
 // measured HBM read peak of the H200. Steps are timed on the host around
 // LlamaModel::forward, which ends with the logits' device-to-host copy, so the
 // time is the full latency a caller sees (launches included), after warm-up;
-// step_ms is the median over the iterations. The decode-path kernels use
-// programmatic dependent launch unless TRIFORCE_PDL=0 (read once per process:
-// run the binary twice to compare; the `pdl` counter says which run it was).
+// step_ms is the median over the iterations.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -20,9 +18,6 @@
 #include "core/device.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
-#ifdef TRIFORCE_HAVE_CUDA
-#include "pdl.cuh"
-#endif
 
 using namespace tf;
 
@@ -105,12 +100,8 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.counters["step_ms"] = median_s * 1e3;
   state.counters["x_floor"] = median_s / floor_s;  // 1.0 = at the bandwidth floor
   state.counters["graphs"] = graphs ? 1 : 0;
-#ifdef TRIFORCE_HAVE_CUDA
-  state.counters["pdl"] = tf::cuda::pdl_enabled() ? 1 : 0;
-#endif
   state.counters["replays"] = double(l.model->step_graphs().replays());
-  state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager") +
-                 (state.counters["pdl"] != 0 ? " pdl" : ""));
+  state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager"));
 }
 
 void prefill(benchmark::State& state, const std::string& name) {

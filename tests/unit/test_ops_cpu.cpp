@@ -118,17 +118,6 @@ TEST(OpsCpu, EmbeddingSiluArgmax) {
     ref[size_t(i)] = a / (1.0 + std::exp(-a)) * u.ptr<float>()[i];
   }
   expect_close(o, ref, 1e-6, "silu_mul");
-  // The stacked form ([gate | up] rows, the fused gate/up GEMM's output): the same numbers.
-  Tensor gu = Tensor::cpu(DType::F32, {129, 14}), oh = Tensor::cpu(DType::F32, {129, 7});
-  for (int i = 0; i < 129; ++i)
-    for (int j = 0; j < 7; ++j) {
-      gu.ptr<float>()[i * 14 + j] = g.ptr<float>()[i * 7 + j];
-      gu.ptr<float>()[i * 14 + 7 + j] = u.ptr<float>()[i * 7 + j];
-    }
-  ops::silu_mul_halves(gu, oh);
-  for (int i = 0; i < 129 * 7; ++i) ASSERT_EQ(oh.ptr<float>()[i], o.ptr<float>()[i]) << "silu_mul_halves " << i;
-  Tensor odd = Tensor::cpu(DType::F32, {129, 6});
-  EXPECT_THROW(ops::silu_mul_halves(gu, odd), tf::Error);
 
   Tensor x = randn({127, 33}, rng), am = Tensor::cpu(DType::I32, {127});
   x.ptr<float>()[5 * 33 + 32] = 100.0f;

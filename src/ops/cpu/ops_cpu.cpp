@@ -334,22 +334,6 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   }
 }
 
-void silu_mul_halves(const Tensor& gu, Tensor& out) {
-  if (gu.device == Device::CUDA) return cuda_body::silu_mul_halves(gu, out);
-  expect("silu_mul_halves", "gu", gu, DType::F32, 2);
-  expect("silu_mul_halves", "out", out, DType::F32, 2);
-  TF_CHECK(gu.shape[0] == out.shape[0] && gu.shape[1] == 2 * out.shape[1],
-           "silu_mul_halves: gu " << shape_str(gu.shape) << " is not [n, 2 x " << out.shape[1] << "] for out "
-                                  << shape_str(out.shape));
-  if (device_of("silu_mul_halves", {&gu, &out}) == Device::CUDA) no_cuda("silu_mul_halves");
-  const int64_t n = out.shape[0], c = out.shape[1];
-  for (int64_t i = 0; i < n; ++i) {
-    const float* g = gu.ptr<float>() + i * 2 * c;
-    float* o = out.ptr<float>() + i * c;
-    for (int64_t j = 0; j < c; ++j) o[j] = (g[j] / (1.0f + std::exp(-g[j]))) * g[c + j];
-  }
-}
-
 void attention(const Tensor& q, const Tensor& q_positions, const KVView& kv, Tensor& out,
                const AttentionParams& p) {
   if (q.device == Device::CUDA) return cuda_body::attention(q, q_positions, kv, out, p);

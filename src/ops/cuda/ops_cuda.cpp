@@ -100,7 +100,7 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
            "add_rmsnorm: shapes do not match");
   cuda::RmsNormParams p;
   p.residual = residual.data, p.x = x.data, p.weight = weight.data, p.out = out.data;
-  p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype, p.round_residual = rp.round_residual;
+  p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype;
   cuda::rmsnorm(p, cuda::compute_stream());
 }
 
@@ -177,17 +177,6 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   TF_CHECK(gate.shape == up.shape && out.shape == gate.shape, "silu_mul: shapes differ");
   cuda::SiluMulParams p;
   p.gate = gate.data, p.up = up.data, p.out = out.data, p.count = gate.numel(), p.dtype = gate.dtype;
-  cuda::silu_mul(p, cuda::compute_stream());
-}
-
-void silu_mul_halves(const Tensor& gu, Tensor& out) {
-  expect_dev("silu_mul_halves", "gu", gu, 2);
-  expect_dev("silu_mul_halves", "out", out, 2);
-  expect_half("silu_mul_halves", "out", out, gu.dtype);
-  TF_CHECK(gu.shape[0] == out.shape[0] && gu.shape[1] == 2 * out.shape[1],
-           "silu_mul_halves: gu " << shape_str(gu.shape) << " is not [n, 2 x " << out.shape[1] << "]");
-  cuda::SiluMulParams p;
-  p.gate = gu.data, p.out = out.data, p.count = out.numel(), p.halves = out.shape[1], p.dtype = gu.dtype;
   cuda::silu_mul(p, cuda::compute_stream());
 }
 
@@ -285,7 +274,6 @@ void cast(const Tensor&, Tensor&) { none("cast"); }
 void linear(const Tensor&, const Tensor&, Tensor&) { none("linear"); }
 void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&) { none("rope_apply_rows"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
-void silu_mul_halves(const Tensor&, Tensor&) { none("silu_mul_halves"); }
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&) { none("argmax"); }
 void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax_top_p"); }

@@ -14,7 +14,6 @@ void cast(const Tensor& src, Tensor& dst);
 void linear(const Tensor& x, const Tensor& weight, Tensor& y);
 void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
-void silu_mul_halves(const Tensor& gu, Tensor& out);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
