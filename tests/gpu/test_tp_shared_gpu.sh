@@ -4,6 +4,9 @@
 # the one-process run's, on the HF fixtures and on the default model when it is
 # cached. Row-parallel partials are summed in f32 and rounded once, as TP 1
 # rounds, so the logits agree to a few bf16 ulps. Skipped (77) without a GPU.
+# Without MPS the ranks' contexts time-slice the GPU, so every allreduce waits
+# for the other ranks' slices: the runs are kept short, each has its own time
+# limit (a hang names its command) and prints its wall time.
 set -u
 bin=$1; fixtures=$2
 "$bin" info --model "$fixtures/hf/gqa_f32" --device cuda 2>/dev/null | grep -q "fits on this GPU" ||
@@ -16,7 +19,9 @@ run() {  # run <np> <out> args...
   local np=$1 out=$2; shift 2
   local cmd=("$bin" "$@")
   [[ $np -gt 0 ]] && cmd=("${mpi[@]}" -np "$np" "${cmd[@]}")
-  "${cmd[@]}" >"$out" 2>"$tmp/err" || { echo "FAIL: ${cmd[*]}"; cat "$tmp/err"; exit 1; }
+  local t0=$SECONDS
+  timeout 240 "${cmd[@]}" >"$out" 2>"$tmp/err" || { echo "FAIL (rc $?): ${cmd[*]}"; cat "$tmp/err"; exit 1; }
+  echo "  $(( SECONDS - t0 )) s: np $np $1"
 }
 tokens_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['tokens'])" "$1"; }
 same_tokens() {
@@ -47,11 +52,11 @@ for entry in "${models[@]}"; do
   name="$(basename "$m") TP $np"
   vocab=$("$bin" info --model "$m" 2>/dev/null | sed -n 's/^vocab: \([0-9]*\).*/\1/p')
   [[ -n $vocab ]] || { echo "FAIL: no vocab in triforce info for $m"; exit 1; }
-  awk -v v="$vocab" 'BEGIN { for (i = 0; i < 300; i++) print (i * 37 + 11) % v }' >"$tmp/ids.txt"
+  awk -v v="$vocab" 'BEGIN { for (i = 0; i < 200; i++) print (i * 37 + 11) % v }' >"$tmp/ids.txt"
   run 0 "$tmp/l1.out" logits --model "$m" --device cuda --tokens-file "$tmp/ids.txt" --last 32 --out "$tmp/l1.npy"
   run "$np" "$tmp/l2.out" logits --model "$m" --device cuda --tokens-file "$tmp/ids.txt" --last 32 --out "$tmp/l2.npy"
   close_logits "$name logits" "$tmp/l1.npy" "$tmp/l2.npy"
-  common=(generate --target "$m" --device cuda --prompt-tokens "$tmp/ids.txt" --max-new-tokens 32 --ignore-eos --json)
+  common=(generate --target "$m" --device cuda --prompt-tokens "$tmp/ids.txt" --max-new-tokens 24 --ignore-eos --json)
   tri=(--method triforce --draft layerskip:1 --budget 64 --chunk-size 8)
   run 0 "$tmp/ar1.json" "${common[@]}"
   run "$np" "$tmp/ar2.json" "${common[@]}"
