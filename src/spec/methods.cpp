@@ -339,18 +339,24 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
   if (rm.chain.levels.empty()) {  // ar
     TF_CHECK(policy.kind == ReretrievePolicy::Kind::never,
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
+    // Like every speculative top level, ar keeps the prefill's first P - 1
+    // tokens and computes the last prompt token as a one-token step: the
+    // speculative levels verify from that token, so its KV and logits must
+    // come from the decode path there as here (the prefill rounds differently,
+    // and a bf16 near-tie then splits ar from every other method).
     std::unique_ptr<dist::TargetLevel> top;
     if (adoptable(P + max_new)) {
-      top = levels.full_adopting(consumable->take_cache(), prompt);
+      top = levels.full_adopting(consumable->take_cache(), std::vector<int32_t>(prompt.begin(), prompt.begin() + head));
     } else {
       top = levels.full(P + max_new);
       ScopedPhase t(clock, out.times.setup);
-      top->seed(*snapshot, P);
+      top->seed(*snapshot, head);
     }
     std::vector<int32_t> seq = prompt;
     Tensor lg;
     const int64_t t0 = clock.now_ns();
-    GenerateResult g = decode_autoregressive(snapshot->last_logits().data(), V, max_new, sp, req.stop_ids,
+    const Tensor first = top->logits(seq, 1);
+    GenerateResult g = decode_autoregressive(first.ptr<float>(), V, max_new, sp, req.stop_ids,
                                              [&](int32_t tok) {
                                                seq.push_back(tok);
                                                lg = top->logits(seq, 1);
