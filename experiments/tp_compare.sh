@@ -5,12 +5,13 @@
 #   2. the 7B shape at 128K: ar and triforce ms/token (one prefill, --compare ar) at TP 1 and TP N, with
 #      CUDA graphs on and off, and the allreduce time per layer (bench_allreduce_gpu);
 #   3. the same with --offload-kv (each rank offloads its own KV heads).
-# usage: experiments/tp_compare.sh BUILD_DIR OUT_DIR [N=2] [CONTEXT=130000]
+# usage: experiments/tp_compare.sh BUILD_DIR OUT_DIR [N=2] [CONTEXT=130000] [PARTS=123]
+# (PARTS: which of the parts 1-3 to run, e.g. 1 for the correctness runs alone)
 # Each run's --json line goes to OUT_DIR/*.json and a summary to OUT_DIR/summary.txt. With fewer GPUs
 # than ranks the ranks share a GPU and their collectives go through the host (a correctness run: its
 # times are not TP's).
 set -euo pipefail
-build=$1; out=$2; np=${3:-2}; ctx=${4:-130000}
+build=$1; out=$2; np=${3:-2}; ctx=${4:-130000}; parts=${5:-123}
 tf=$build/triforce
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
@@ -36,7 +37,7 @@ logits() {  # logits <ranks> <name> <model> <ids>
 }
 
 # 1. correctness
-if [[ -f $smol ]]; then
+if [[ $parts == *1* && -f $smol ]]; then
   head -c 12000 "$(dirname "$smol")/prompts/kjv-4-new.txt" >"$tmp/smol_prompt.txt" 2>/dev/null ||
     printf 'The three most important inventions in history are' >"$tmp/smol_prompt.txt"
   for n in 1 "$np"; do
@@ -45,20 +46,20 @@ if [[ -f $smol ]]; then
       --method triforce --draft layerskip:8 --budget 512 --chunk-size 8
   done
 fi
-for n in 1 "$np"; do
+[[ $parts == *1* ]] && for n in 1 "$np"; do
   run "$n" "syn_ar_tp$n" --target "$syn" --prompt-tokens "$tmp/ids2k.txt" --max-new-tokens 32
   logits "$n" "syn_logits_tp$n" "$syn" "$tmp/ids2k.txt"
 done
 
 # 2. the 7B shape at long context, graphs on and off
-for n in 1 "$np"; do
+[[ $parts == *2* ]] && for n in 1 "$np"; do
   for g in on off; do
     flag=(); [[ $g == off ]] && flag=(--no-cuda-graphs)
     run "$n" "syn${ctx}_tp${n}_graphs_$g" --target "$syn" --prompt-tokens "$tmp/ids_long.txt" --max-new-tokens 32 \
       --method triforce --compare ar "${flag[@]}"
   done
 done
-if [[ -x $build/tests/bench_allreduce_gpu ]]; then
+if [[ $parts == *2* && -x $build/tests/bench_allreduce_gpu ]]; then
   for n in 1 "$np"; do
     cmd=("$build/tests/bench_allreduce_gpu" --benchmark_out="$out/allreduce_tp$n.json" --benchmark_out_format=json)
     [[ $n -gt 1 ]] && cmd=("${mpi[@]}" -np "$n" "${cmd[@]}")
@@ -67,7 +68,7 @@ if [[ -x $build/tests/bench_allreduce_gpu ]]; then
 fi
 
 # 3. offloaded
-for n in 1 "$np"; do
+[[ $parts == *3* ]] && for n in 1 "$np"; do
   run "$n" "syn${ctx}_tp${n}_offload" --target "$syn" --prompt-tokens "$tmp/ids_long.txt" --max-new-tokens 16 \
     --method triforce --compare ar --offload-kv
 done
