@@ -4,7 +4,8 @@
 // whole prompt, the logits after its last token, and that token's post-RoPE
 // query per layer, which is what the retrieval cache scores its chunks
 // against. A method copies what it needs and never writes the snapshot:
-//   ar                  its cache = the P prompt tokens; first token from last_logits
+//   ar                  the first P - 1 tokens, then the last one as a decode step (as the top level
+//                       verifies it: the prefill's own rounding must not reach either)
 //   top level (full)    the first P - 1 tokens (the chain re-forwards the last one with its proposals)
 //   target@retrieval    chunks selected from the P - 1 tokens with last_query
 //   target@streaming    sinks + last window of the P - 1 tokens
