@@ -13,11 +13,10 @@ PrefillSnapshot::PrefillSnapshot(LlamaModel& target, const std::vector<int32_t>&
       cache_(target.make_cache(std::max<int64_t>({1, int64_t(prompt.size()), capacity}))) {
   TF_CHECK(!prompt.empty(), "prefill: the prompt has no tokens");
   const int64_t t0 = clock.now_ns();
-  Tensor lg = target.forward_capturing_last_query(prompt, cache_, 1, query_);
+  target.forward_capturing_last_query(prompt, cache_, 1, query_);
   prefill_ns_ = clock.now_ns() - t0;
   vocab_ = target.config().vocab_size;
   layers_ = target.config().num_layers;
-  logits_.assign(lg.ptr<float>(), lg.ptr<float>() + vocab_);
 }
 
 bool PrefillSnapshot::fits(const LlamaModel& m) const {

@@ -1,9 +1,8 @@
 // One prefill of the target shared by every method and every level that can
 // use it (issue 6 §3: prefill once per (prompt, context length), reuse a
 // snapshot for every grid point). The snapshot holds the target's K/V of the
-// whole prompt, the logits after its last token, and that token's post-RoPE
-// query per layer, which is what the retrieval cache scores its chunks
-// against. A method copies what it needs and never writes the snapshot:
+// whole prompt and the last prompt token's post-RoPE query per layer, which
+// is what the retrieval cache scores its chunks against. A method copies what it needs and never writes the snapshot:
 //   ar                  the first P - 1 tokens, then the last one as a decode step (as the top level
 //                       verifies it: the prefill's own rounding must not reach either)
 //   top level (full)    the first P - 1 tokens (the chain re-forwards the last one with its proposals)
@@ -37,7 +36,6 @@ class PrefillSnapshot {
   // instead of copying tens of GB of pinned memory. cache() is unusable after.
   FullKVCache take_cache();
   bool cache_taken() const { return taken_; }
-  const std::vector<float>& last_logits() const { return logits_; }  // [vocab]
   const std::vector<std::vector<float>>& last_query() const { return query_; }  // [layers][local heads * head_dim]
   int64_t prefill_ns() const { return prefill_ns_; }
   // The snapshot belongs to this model (same config, same rank's KV heads).
@@ -49,7 +47,6 @@ class PrefillSnapshot {
  private:
   std::vector<int32_t> prompt_;
   FullKVCache cache_;
-  std::vector<float> logits_;
   std::vector<std::vector<float>> query_;
   int64_t prefill_ns_ = 0;
   int64_t vocab_ = 0, layers_ = 0;
