@@ -20,10 +20,12 @@
 #include "model/checkpoint.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "random_data.h"
 #include "require_device.h"
 #include "spec/methods.h"
 
 using namespace tf;
+using tf::testing::tokens_for;
 
 namespace {
 
@@ -44,12 +46,6 @@ Pair make_pair(const ModelConfig& cfg, const LlamaWeights& w, int64_t chunk) {
 Pair synthetic_smollm2() {
   const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
   return make_pair(cfg, synthetic_weights(cfg, Device::CUDA, DType::BF16, 11), 512);
-}
-
-std::vector<int32_t> tokens_for(int64_t n, int64_t vocab, int64_t salt) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 7919 + salt * 104729 + 13) % vocab);
-  return t;
 }
 
 void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {

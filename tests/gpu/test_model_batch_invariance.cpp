@@ -15,18 +15,14 @@
 #include "model/checkpoint.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "random_data.h"
 #include "require_device.h"
 
 using namespace tf;
+using tf::testing::tokens_for;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<int32_t> tokens_for(int64_t n, int64_t vocab, int64_t salt) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 7919 + salt * 104729 + 13) % vocab);
-  return t;
-}
 
 struct Mismatch {
   int64_t rows = 0, first = -1;
