@@ -10,7 +10,7 @@
 #include <array>
 #include <vector>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace tf::cuda {
 
@@ -20,7 +20,7 @@ int select_device(int local_rank);
 using NcclId = std::array<char, NCCL_UNIQUE_ID_BYTES>;
 NcclId nccl_unique_id();  // rank 0 only
 
-class NcclCommunicator : public dist::Communicator {
+class NcclCommunicator : public parallel::Communicator {
  public:
   // Collective over `size` ranks: every rank calls it with the same id. A null
   // stream means compute_stream(), so the model's collectives are ordered with

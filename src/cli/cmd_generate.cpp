@@ -1,5 +1,5 @@
 // triforce generate: one decoding method (ar or a speculative chain, all
-// through spec::run_method) on one prompt; prints the text, per-level α/τ and
+// through speculative::run_method) on one prompt; prints the text, per-level α/τ and
 // ms/token, and with --json one JSON object as the last line. --compare M runs
 // a second method on the same prefill and checks that the tokens agree.
 #include <cstdio>
@@ -12,15 +12,15 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "core/device.h"
-#include "dist/launch.h"
-#include "dist/step_driver.h"
-#include "dist/target_levels.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/launch.h"
+#include "parallel/step_driver.h"
+#include "parallel/target_levels.h"
+#include "parallel/tensor_parallel.h"
 #ifdef TRIFORCE_HAVE_CUDA
-#include "dist/gpu_comm.h"
+#include "parallel/gpu_comm.h"
 #endif
-#include "spec/methods.h"
-#include "spec/reretrieval.h"
+#include "speculative/methods.h"
+#include "speculative/reretrieval.h"
 
 namespace tf::cli {
 
@@ -64,12 +64,12 @@ const char* kTpModeHelp =
 // process and by the target (driven: the workers forward only the target's
 // steps, so a draft shows up on rank 0 alone), and the step protocol's traffic.
 nlohmann::json tp_json(const LlamaModel& target) {
-  const std::vector<int64_t> c = dist::rank_counters(target);
+  const std::vector<int64_t> c = parallel::rank_counters(target);
   nlohmann::json j;
-  j["size"] = dist::world().size;
-  j["mode"] = !dist::tp_active() ? "none" : dist::tp_driven() ? "driven" : "lockstep";
+  j["size"] = parallel::world().size;
+  j["mode"] = !parallel::tp_active() ? "none" : parallel::tp_driven() ? "driven" : "lockstep";
 #ifdef TRIFORCE_HAVE_CUDA
-  if (dist::tp_active() && target.device() == Device::CUDA) j["comm"] = dist::gpu_communicator_kind();  // nccl | host-staged
+  if (parallel::tp_active() && target.device() == Device::CUDA) j["comm"] = parallel::gpu_communicator_kind();  // nccl | host-staged
 #endif
   std::vector<int64_t> all, tgt, ops;
   for (size_t r = 0; r + 2 < c.size(); r += 3) {
@@ -79,8 +79,8 @@ nlohmann::json tp_json(const LlamaModel& target) {
   }
   j["forwarded_tokens"] = all;
   j["target_forwarded_tokens"] = tgt;
-  if (dist::tp_driven()) {
-    const dist::ChannelStats& st = dist::step_driver().stats();
+  if (parallel::tp_driven()) {
+    const parallel::ChannelStats& st = parallel::step_driver().stats();
     j["ops"] = ops;
     j["batches"] = st.batches;
     j["bytes"] = st.bytes;
@@ -104,7 +104,7 @@ std::vector<int64_t> parse_gammas(const std::string& csv) {
   return g;
 }
 
-void print_levels(const spec::MethodOutcome& o) {
+void print_levels(const speculative::MethodOutcome& o) {
   for (const auto& l : o.levels)
     std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps\n", o.method.c_str(),
                  l.level, l.spec.c_str(), (long long)l.gamma, l.alpha, l.tau, (long long)l.steps);
@@ -149,12 +149,12 @@ int cmd_generate(const std::vector<std::string>& args) {
   add_offload_options(desc);
   po::variables_map vm;
   if (!parse("generate", args, desc, vm)) return 0;
-  dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
+  parallel::set_tp_mode(parallel::parse_tp_mode(vm["tp-mode"].as<std::string>()));
   set_cuda_graphs_default(!vm["no-cuda-graphs"].as<bool>());  // before any model exists
 
   const int64_t n_prompt_sources = vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-tokens");
   TF_CHECK(n_prompt_sources == 1, "generate: give exactly one of --prompt, --prompt-file and --prompt-tokens");
-  spec::MethodRequest req;
+  speculative::MethodRequest req;
   req.max_new_tokens = vm["max-new-tokens"].as<int64_t>();
   TF_CHECK(req.max_new_tokens >= 1, "--max-new-tokens: expected at least 1, got " << req.max_new_tokens);
   SamplingParams& sp = req.sampling;
@@ -180,7 +180,7 @@ int cmd_generate(const std::vector<std::string>& args) {
              "--chain: composes its own chain; drop --method " << req.method << " (or use --method chain)");
     req.method = "chain";
     req.chain = vm["chain"].as<std::string>();
-    spec::ChainSpec::parse(req.chain);  // a bad spec fails before the model is read
+    speculative::ChainSpec::parse(req.chain);  // a bad spec fails before the model is read
   }
   req.draft = vm["draft"].as<std::string>();
   req.budget = vm["budget"].as<int64_t>();
@@ -188,7 +188,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   req.sink = vm["sink"].as<int64_t>();
   req.window = vm["window"].as<int64_t>();
   req.reretrieve = vm["reretrieve"].as<std::string>();
-  spec::ReretrievePolicy::parse(req.reretrieve);
+  speculative::ReretrievePolicy::parse(req.reretrieve);
   TF_CHECK(req.budget >= 0, "--budget: expected a positive multiple of --chunk-size (0 = default), got " << req.budget);
   TF_CHECK(req.window >= 0, "--window: expected at least 1 (0 = default), got " << req.window);
   if (vm.count("gammas")) req.gammas = parse_gammas(vm["gammas"].as<std::string>());
@@ -214,8 +214,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   // counted once tokenized; until then the plan assumes 4096 tokens of it).
   dev.plan_context = (prompt.empty() ? 4096 : int64_t(prompt.size())) + req.max_new_tokens + 64;
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/prompt.empty(), dev);
-  if (dist::tp_driven() && dist::is_worker()) {
-    dist::serve_steps(*s.model);  // rank 0 decides everything from here on; shutdown ends it
+  if (parallel::tp_driven() && parallel::is_worker()) {
+    parallel::serve_steps(*s.model);  // rank 0 decides everything from here on; shutdown ends it
     return 0;
   }
   if (!s.tokenizer) {
@@ -232,7 +232,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (!vm["ignore-eos"].as<bool>()) req.stop_ids = s.config().eos_token_ids;
 
   if (vm.count("gamma1") || vm.count("gamma2")) {
-    if (req.gammas.empty()) req.gammas = spec::resolve(*s.model, req, int64_t(prompt.size())).gammas;
+    if (req.gammas.empty()) req.gammas = speculative::resolve(*s.model, req, int64_t(prompt.size())).gammas;
     TF_CHECK(!req.gammas.empty(), "--gamma1/--gamma2: method " << req.method << " does not draft");
     if (vm.count("gamma1")) req.gammas[0] = vm["gamma1"].as<int64_t>();
     if (vm.count("gamma2")) {
@@ -243,18 +243,18 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
 
   // One prefill serves both methods of a --compare.
-  spec::DraftModels drafts;
+  speculative::DraftModels drafts;
   req.target_path = path;
   // Offloaded, the snapshot has room for the generation: the last method run
   // on it adopts its pinned cache instead of copying it.
-  std::unique_ptr<spec::PrefillSnapshot> snap = dist::TargetLevels(*s.model).snapshot(
-      prompt, spec::PhaseClock(), dev.offload.enabled ? int64_t(prompt.size()) + req.max_new_tokens + 64 : 0);
-  spec::MethodOutcome o = vm.count("compare") ? spec::run_method(*s.model, req, prompt, snap.get(), &drafts)
-                                              : spec::run_method_consuming(*s.model, req, prompt, *snap, &drafts);
+  std::unique_ptr<speculative::PrefillSnapshot> snap = parallel::TargetLevels(*s.model).snapshot(
+      prompt, speculative::PhaseClock(), dev.offload.enabled ? int64_t(prompt.size()) + req.max_new_tokens + 64 : 0);
+  speculative::MethodOutcome o = vm.count("compare") ? speculative::run_method(*s.model, req, prompt, snap.get(), &drafts)
+                                              : speculative::run_method_consuming(*s.model, req, prompt, *snap, &drafts);
   o.prefill_reused = false;  // this run's own prefill
-  std::unique_ptr<spec::MethodOutcome> cmp;
+  std::unique_ptr<speculative::MethodOutcome> cmp;
   if (vm.count("compare")) {
-    spec::MethodRequest other;
+    speculative::MethodRequest other;
     other.method = vm["compare"].as<std::string>();
     other.sampling = req.sampling;
     other.max_new_tokens = req.max_new_tokens;
@@ -263,7 +263,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     other.chunk = req.chunk;
     other.sink = req.sink;
     other.target_path = path;
-    cmp = std::make_unique<spec::MethodOutcome>(spec::run_method_consuming(*s.model, other, prompt, *snap, &drafts));
+    cmp = std::make_unique<speculative::MethodOutcome>(speculative::run_method_consuming(*s.model, other, prompt, *snap, &drafts));
   }
 
   auto text_of = [&](const std::vector<int32_t>& toks) {
@@ -288,7 +288,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   } else {
     std::cout << prompt_text << text << "\n";
   }
-  auto summary = [&](const spec::MethodOutcome& x) {
+  auto summary = [&](const speculative::MethodOutcome& x) {
     std::fprintf(stderr,
                  "  [%s] %lld prompt tokens, %lld generated: prefill %.1f ms, decode %.2f ms/token (%.1f tokens/s), "
                  "end to end %.2f ms/token\n",

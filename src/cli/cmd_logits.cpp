@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/session.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "io/h5_array.h"
 #include "io/npy.h"
 
@@ -40,7 +40,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     TF_CHECK(t < s.config().vocab_size, "--tokens: id " << t << " is outside the vocabulary of "
                                                         << s.config().vocab_size);
   Tensor logits = s.model->forward(tokens, *s.cache, n_out);
-  if (!dist::writes_outputs()) return 0;  // a tensor-parallel worker: rank 0 writes
+  if (!parallel::writes_outputs()) return 0;  // a tensor-parallel worker: rank 0 writes
   if (out.size() > 3 && out.substr(out.size() - 3) == ".h5")
     write_h5_array(out, "logits", logits, {{"model", s.path}});
   else

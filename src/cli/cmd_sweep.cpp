@@ -15,8 +15,8 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "core/check.h"
-#include "dist/launch.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/launch.h"
+#include "parallel/tensor_parallel.h"
 #include "model/checkpoint.h"
 #include "sweep/grid.h"
 #include "sweep/lock.h"
@@ -233,12 +233,12 @@ int cmd_sweep(const std::vector<std::string>& args) {
   set_cuda_graphs_default(!vm["no-cuda-graphs"].as<bool>());  // before any model exists
   const sweep::Shard shard = sweep::Shard::parse(vm["shard"].as<std::string>());
   const bool dry = vm["dry-run"].as<bool>();
-  dist::set_tp_mode(dist::parse_tp_mode(vm["tp-mode"].as<std::string>()));
+  parallel::set_tp_mode(parallel::parse_tp_mode(vm["tp-mode"].as<std::string>()));
   const bool quiet = vm["quiet"].as<bool>();
   // Tensor parallelism: driven, rank 0 runs the points and the workers serve
   // its target steps; lockstep, every rank runs the same points in the same
   // order on its shard (identical logits, identical paths). Only rank 0 locks and writes.
-  const bool writer_rank = dist::writes_outputs();
+  const bool writer_rank = parallel::writes_outputs();
 
   sweep::GridSpec g;
   g.methods = list_or_empty(vm, "method");
@@ -256,7 +256,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   g.sinks = ints_or_empty(vm, "sink");
   g.windows = ints_or_empty(vm, "window");
   g.reretrieve = list_or_empty(vm, "reretrieve");
-  for (const auto& r : g.reretrieve) spec::ReretrievePolicy::parse(r);
+  for (const auto& r : g.reretrieve) speculative::ReretrievePolicy::parse(r);
   g.temperatures = sweep::parse_real_list("temperature", vm["temperature"].as<std::string>());
   g.top_ps = sweep::parse_real_list("top-p", vm["top-p"].as<std::string>());
   for (auto s : sweep::parse_int_list("seed", vm["seed"].as<std::string>())) {
@@ -317,14 +317,14 @@ int cmd_sweep(const std::vector<std::string>& args) {
     dev.plan.kv_copies = 2;
   }
   Session s = open_session(path, /*kv_capacity=*/0, /*with_tokenizer=*/false, dev);
-  if (dist::tp_driven() && dist::is_worker()) {
-    dist::serve_steps(*s.model);  // rank 0 runs the points; shutdown ends it
+  if (parallel::tp_driven() && parallel::is_worker()) {
+    parallel::serve_steps(*s.model);  // rank 0 runs the points; shutdown ends it
     return 0;
   }
 
   sweep::FileHeader header;
   header.config = resolved_config(desc, vm, path);
-  header.root = sweep::provenance(device, dist::world().size);
+  header.root = sweep::provenance(device, parallel::world().size);
   header.root.emplace_back("name", vm["name"].as<std::string>());
   header.root.emplace_back("target", path);
   header.root.emplace_back("shard", shard.str());

@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 namespace {
 void usage() {
@@ -23,10 +23,10 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tf::dist::init(&argc, &argv);
+  tf::parallel::init(&argc, &argv);
   if (argc < 2) {
     usage();
-    tf::dist::finalize();
+    tf::parallel::finalize();
     return 2;
   }
   const std::string cmd = argv[1];
@@ -39,10 +39,10 @@ int main(int argc, char** argv) {
     else if (cmd == "sweep") rc = tf::cli::cmd_sweep(args);
     else if (cmd == "merge") rc = tf::cli::cmd_merge(args);
     else if (cmd == "--help" || cmd == "-h" || cmd == "help") usage();
-    else tf::dist::abort_all("unknown command '" + cmd + "' (expected info, logits, generate, sweep or merge)", 2);
+    else tf::parallel::abort_all("unknown command '" + cmd + "' (expected info, logits, generate, sweep or merge)", 2);
   } catch (const std::exception& e) {
-    tf::dist::abort_all(e.what(), 1);
+    tf::parallel::abort_all(e.what(), 1);
   }
-  tf::dist::finalize();
+  tf::parallel::finalize();
   return rc;
 }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/tensor_parallel.h"
 #include "io/npy.h"
 
 namespace tf::cli {
@@ -36,7 +36,7 @@ bool parse(const std::string& subcommand, const std::vector<std::string>& args,
       po::store(parsed, vm);
     }
     po::notify(vm);
-    dist::check_tp_option(vm["tp"].as<int64_t>());
+    parallel::check_tp_option(vm["tp"].as<int64_t>());
   } catch (const po::error& e) {
     TF_FAIL("triforce " << subcommand << ": " << e.what());
   }

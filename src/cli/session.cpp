@@ -1,9 +1,9 @@
 #include "cli/session.h"
 
 #include "core/device.h"
-#include "dist/launch.h"
-#include "dist/gpu_comm.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/launch.h"
+#include "parallel/gpu_comm.h"
+#include "parallel/tensor_parallel.h"
 #include "model/weights_device.h"
 
 namespace tf::cli {
@@ -63,14 +63,14 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     ck = std::make_unique<Checkpoint>(open_checkpoint(path));
     cfg = ck->config;
   }
-  dist::Communicator* nccl_comm = nullptr;
+  parallel::Communicator* nccl_comm = nullptr;
 #ifdef TRIFORCE_HAVE_CUDA
   // Before anything touches a GPU: under a launcher each rank takes the GPU of
   // its local rank and joins the NCCL communicator (made once per process;
   // host-staged MPI when ranks share a GPU, see dist/gpu_comm.h).
-  if (dev.device == Device::CUDA && dist::world().mpi) {
+  if (dev.device == Device::CUDA && parallel::world().mpi) {
     // Never destroyed: ncclCommDestroy after MPI_Finalize / CUDA teardown can hang.
-    static dist::Communicator* nccl = dist::make_gpu_communicator().release();
+    static parallel::Communicator* nccl = parallel::make_gpu_communicator().release();
     nccl_comm = nccl;
   }
 #endif
@@ -82,7 +82,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   pr.device = dev.device;
   pr.dtype = dev.dtype;
   pr.max_chunk = chunk;
-  if (dist::world().mpi) pr.tp = dist::world().size;
+  if (parallel::world().mpi) pr.tp = parallel::world().size;
   pr.context = dev.plan_context > 0 ? dev.plan_context : (kv_capacity > 0 ? kv_capacity : 4096);
   s.plan = plan_memory(cfg, pr);
   if (dev.device == Device::CUDA) {
@@ -96,12 +96,12 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     TF_CHECK(!synthetic, path << ": synthetic models have no tokenizer; give --prompt-tokens");
     s.tokenizer = load_tokenizer(path);
   }
-  TF_CHECK(!(synthetic && dist::tp_active() && dev.device != Device::CUDA),
+  TF_CHECK(!(synthetic && parallel::tp_active() && dev.device != Device::CUDA),
            path << ": synthetic models are tensor-parallel on CUDA only (add --device cuda)");
   // Under a launcher (mpirun -np N, N >= 1) the CUDA model runs the NCCL
   // path: this rank's shard, NCCL allreduces and logits all-gather.
   if (nccl_comm) {
-    const ShardSpec shard = dist::tp_shard(cfg, path);
+    const ShardSpec shard = parallel::tp_shard(cfg, path);
     LlamaWeights w = synthetic ? synthetic_weights(cfg, dev.device, dev.dtype, 1234, shard)
                                : upload_weights(LlamaWeights::load(*ck->weights, cfg, shard), dev.device, dev.dtype);
     s.model = std::make_unique<LlamaModel>(cfg, std::move(w), chunk, nccl_comm);
@@ -115,7 +115,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
     s.model = std::make_unique<LlamaModel>(
         cfg, upload_weights(LlamaWeights::load(*ck->weights, cfg), dev.device, dev.dtype), chunk);
   } else {
-    s.model = dist::load_model_shard(*ck, chunk);  // this rank's tensor-parallel shard (the whole model in one process)
+    s.model = parallel::load_model_shard(*ck, chunk);  // this rank's tensor-parallel shard (the whole model in one process)
   }
   s.model->set_kv_offload(dev.offload);
   if (kv_capacity > 0) s.cache = std::make_unique<FullKVCache>(s.model->make_cache(kv_capacity));

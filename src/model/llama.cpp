@@ -32,7 +32,7 @@ int64_t graph_grid_slots(int64_t length, int64_t capacity) {
 void set_cuda_graphs_default(bool on) { g_cuda_graphs_default = on; }
 bool cuda_graphs_default() { return g_cuda_graphs_default; }
 
-LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, dist::Communicator* comm)
+LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, parallel::Communicator* comm)
     : cfg_(std::move(cfg)), w_(std::move(w)), comm_(comm), max_chunk_(max_chunk), rope_(cfg_) {
   TF_CHECK(max_chunk_ > 0, "LlamaModel: max_chunk must be positive");
   const int64_t comm_size = comm_ ? comm_->size() : 1;

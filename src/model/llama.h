@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "kv/full_cache.h"
 #include "model/config.h"
 #include "model/rope.h"
@@ -24,7 +24,7 @@ class LlamaModel {
   // Sharded weights (w.shard.size > 1) need a communicator of that size: the
   // rank computes its heads and intermediate slice, and the row-parallel o and
   // down projections are summed over ranks. comm is not owned.
-  LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk = 512, dist::Communicator* comm = nullptr);
+  LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk = 512, parallel::Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return cfg_; }
   const LlamaWeights& weights() const { return w_; }
@@ -32,7 +32,7 @@ class LlamaModel {
   Device device() const { return device_; }
   DType dtype() const { return dtype_; }
 
-  dist::Communicator* communicator() const { return comm_; }
+  parallel::Communicator* communicator() const { return comm_; }
   // CUDA graphs for decode-sized calls (n <= kGraphMaxTokens) on CUDA: each
   // step shape is captured once and replayed (model/step_graphs.h); results
   // are bit-identical to eager. Defaults to cuda_graphs_default() (on).
@@ -89,7 +89,7 @@ class LlamaModel {
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   ModelConfig cfg_;
   LlamaWeights w_;
-  dist::Communicator* comm_ = nullptr;
+  parallel::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
   int64_t forwarded_ = 0;
   KVOffloadOptions offload_;

@@ -45,7 +45,7 @@ std::string MemoryPlan::describe() const {
 
 MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
   // Per rank; a TP size that does not divide the heads is refused by the
-  // sharding (dist::tp_shard) with its own message, so round up here.
+  // sharding (parallel::tp_shard) with its own message, so round up here.
   const int64_t tp = std::max<int64_t>(1, r.tp);
   const double es = double(dtype_size(r.dtype));
   const double kvh = double((c.num_kv_heads + tp - 1) / tp), h = double((c.num_heads + tp - 1) / tp);

@@ -48,7 +48,7 @@ struct Point {
 };
 
 // Which grid parameters a method reads (the rest become n/a).
-// (spec::run_method's named methods; gamma2 is the retrieval/middle level's block.)
+// (speculative::run_method's named methods; gamma2 is the retrieval/middle level's block.)
 struct MethodParams {
   bool draft, gamma1, gamma2, budget, chunk, streaming, reretrieve;
 };

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "dist/target_levels.h"
+#include "parallel/target_levels.h"
 
 namespace tf::sweep {
 
@@ -51,8 +51,8 @@ std::string label(const Point& p, const std::vector<std::string>& names) {
 
 }  // namespace
 
-spec::MethodRequest method_request(const Point& p, const std::vector<int64_t>& stop_ids) {
-  spec::MethodRequest r;
+speculative::MethodRequest method_request(const Point& p, const std::vector<int64_t>& stop_ids) {
+  speculative::MethodRequest r;
   r.method = p.method;
   r.draft = p.draft;
   const MethodParams mp = method_params(p.method);
@@ -76,7 +76,7 @@ spec::MethodRequest method_request(const Point& p, const std::vector<int64_t>& s
 }
 
 RunRecord make_record(const Point& p, const std::vector<std::string>& names, const std::string& prompt_source,
-                      const std::vector<int32_t>& prompt, const spec::MethodOutcome& o, const CompletedRun* ar,
+                      const std::vector<int32_t>& prompt, const speculative::MethodOutcome& o, const CompletedRun* ar,
                       int64_t shard, double run_s) {
   RunRecord r;
   r.index = p.index;
@@ -209,7 +209,7 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
   if (opt.progress && st.skipped)
     std::fprintf(stderr, "resuming %s: %lld of %zu runs already done\n", out.path().c_str(), (long long)st.skipped,
                  points.size());
-  spec::DraftModels drafts;
+  speculative::DraftModels drafts;
   double run_seconds = 0;
   size_t i = 0;
   while (i < points.size()) {
@@ -225,8 +225,8 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
                  "sweep: prompt " << names[size_t(points[i].prompt)] << " holds token " << id
                                   << ", outside the target's vocabulary of " << target.config().vocab_size);
       // Driven tensor parallelism: the workers take their prefill too.
-      const std::unique_ptr<spec::PrefillSnapshot> snap =
-          dist::TargetLevels(target).snapshot(prompt, spec::PhaseClock(opt.device_sync));
+      const std::unique_ptr<speculative::PrefillSnapshot> snap =
+          parallel::TargetLevels(target).snapshot(prompt, speculative::PhaseClock(opt.device_sync));
       ++st.prefills;
       for (size_t k = i; k < j; ++k) {
         const Point& p = points[k];
@@ -241,10 +241,10 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
           ar = &it->second;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        spec::MethodRequest req = method_request(p, opt.stop_ids);
+        speculative::MethodRequest req = method_request(p, opt.stop_ids);
         req.device_sync = opt.device_sync;
         req.target_path = opt.target_path;
-        spec::MethodOutcome o = spec::run_method(target, req, prompt, snap.get(), &drafts);
+        speculative::MethodOutcome o = speculative::run_method(target, req, prompt, snap.get(), &drafts);
         const double run_s = seconds_since(t0);
         RunRecord rec = make_record(p, names, prompts.source(p.prompt), prompt, o, ar, opt.shard, run_s);
         out.append(rec);

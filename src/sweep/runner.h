@@ -1,4 +1,4 @@
-// Runs the points of a (shard of a) sweep grid through spec::run_method and
+// Runs the points of a (shard of a) sweep grid through speculative::run_method and
 // appends each completed run to the results file. Points already in the file
 // (same key) are skipped, so rerunning the same command resumes. One prefill
 // snapshot per (prompt, context length) serves every point that shares it.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/llama.h"
-#include "spec/methods.h"
+#include "speculative/methods.h"
 #include "sweep/grid.h"
 #include "sweep/prompts.h"
 #include "sweep/results.h"
@@ -28,7 +28,7 @@ struct RunnerOptions {
 // The run record (attributes + datasets) of one point's outcome; `ar` is the
 // outcome of the point's baseline (itself for ar), for speedup and equality.
 RunRecord make_record(const Point& p, const std::vector<std::string>& prompt_names, const std::string& prompt_source,
-                      const std::vector<int32_t>& prompt, const spec::MethodOutcome& o, const CompletedRun* ar,
+                      const std::vector<int32_t>& prompt, const speculative::MethodOutcome& o, const CompletedRun* ar,
                       int64_t shard, double run_s);
 
 struct SweepStats {
@@ -40,7 +40,7 @@ struct SweepStats {
 SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& prompts, const std::vector<Point>& points,
                       ResultsWriter& out, const RunnerOptions& opt);
 
-// The spec::MethodRequest of a point (n/a parameters left at their defaults).
-spec::MethodRequest method_request(const Point& p, const std::vector<int64_t>& stop_ids);
+// The speculative::MethodRequest of a point (n/a parameters left at their defaults).
+speculative::MethodRequest method_request(const Point& p, const std::vector<int64_t>& stop_ids);
 
 }  // namespace tf::sweep

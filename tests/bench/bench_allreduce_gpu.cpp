@@ -9,7 +9,7 @@
 
 #include <cstdio>
 
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "dist/gpu_comm.h"
+#include "parallel/gpu_comm.h"
 #include "stream.cuh"
 
 using namespace tf;
@@ -28,7 +28,7 @@ namespace {
 
 constexpr int64_t kHidden = 4096;  // Llama-2-7B
 constexpr int kBatch = 32;         // allreduces per timed sample (one per row-parallel linear of 16 layers)
-dist::Communicator* g_comm = nullptr;
+parallel::Communicator* g_comm = nullptr;
 
 void BM_Allreduce(benchmark::State& state) {
   const int64_t rows = state.range(0);
@@ -58,7 +58,7 @@ void BM_Allreduce(benchmark::State& state) {
   state.counters["per_layer_us"] = 2 * med;  // o and down
   state.counters["bytes"] = double(t.bytes());
   state.counters["ranks"] = g_comm->size();
-  state.SetLabel(std::string(dist::gpu_communicator_kind()) + (dt == DType::F32 ? " f32" : " bf16"));
+  state.SetLabel(std::string(parallel::gpu_communicator_kind()) + (dt == DType::F32 ? " f32" : " bf16"));
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }
@@ -74,23 +74,23 @@ BENCHMARK(BM_Allreduce)
 #endif
 
 int main(int argc, char** argv) {
-  tf::dist::init(&argc, &argv);
+  tf::parallel::init(&argc, &argv);
 #ifndef TRIFORCE_HAVE_CUDA
   std::fprintf(stderr, "bench_allreduce_gpu: built without CUDA\n");
-  tf::dist::finalize();
+  tf::parallel::finalize();
   return 2;
 #else
   try {
-    auto comm = dist::make_gpu_communicator();
+    auto comm = parallel::make_gpu_communicator();
     g_comm = comm.get();
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     comm.reset();
   } catch (const std::exception& e) {
-    dist::abort_all(e.what());
+    parallel::abort_all(e.what());
   }
-  dist::finalize();
+  parallel::finalize();
   return 0;
 #endif
 }

@@ -4,7 +4,7 @@
 //   2. the logits every rank needs in lockstep mode (allgather) vs rank 0 alone (gather), [7, V]
 //   3. a decode step of the target with a vocab-parallel vs a replicated lm_head
 //   4. a layer-skip draft step: sharded over the ranks vs whole on one rank
-//   5. TriForce end to end through spec::run_method: driven (rank 0 runs the
+//   5. TriForce end to end through speculative::run_method: driven (rank 0 runs the
 //      method and its draft, the workers serve) vs lockstep (every rank runs it),
 //      decode ms/token, the median of 3 runs after a warm-up run
 // Usage: mpirun -np N bench_tp [model] (default: the SmolLM2 GGUF in ~/.cache/triforce, 3 KV heads: N = 3).
@@ -16,19 +16,19 @@
 #include <cstdlib>
 #include <string>
 
-#include "dist/launch.h"
-#include "dist/mpi_comm.h"
-#include "dist/step_driver.h"
-#include "dist/step_protocol.h"
-#include "dist/target_levels.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/launch.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/step_driver.h"
+#include "parallel/step_protocol.h"
+#include "parallel/target_levels.h"
+#include "parallel/tensor_parallel.h"
 #include "model/checkpoint.h"
-#include "spec/drafter.h"
-#include "spec/methods.h"
+#include "speculative/drafter.h"
+#include "speculative/methods.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace tf;
-using namespace tf::dist;
+using namespace tf::parallel;
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -131,7 +131,7 @@ int run(int argc, char** argv) {
     say("3. target decode step: vocab-parallel lm_head %.2f ms, replicated %.2f ms\n", a, b);
     // 4. layer-skip draft (a quarter of the layers... here 24 of 30 as in the CLI tests)
     const int64_t K = std::max<int64_t>(1, ck.config.num_layers * 4 / 5);
-    LlamaModel sharded = spec::make_layer_skip_model(vp, K);
+    LlamaModel sharded = speculative::make_layer_skip_model(vp, K);
     const double sh = decode_ms(sharded, 30);
     ModelConfig c1 = ck.config;
     c1.num_layers = K;
@@ -159,11 +159,11 @@ int run(int argc, char** argv) {
                 "cheap enough for ordinary readers. ";
       prompt = tok->encode(text, true);
     }
-    spec::MethodRequest req;
+    speculative::MethodRequest req;
     req.method = "triforce";
     req.max_new_tokens = 32;
     req.target_path = path;
-    spec::DraftModels drafts;
+    speculative::DraftModels drafts;
     auto median_ms = [&](bool driven) {
       set_tp_mode(driven ? TpMode::driven : TpMode::lockstep);
       std::vector<double> ms;
@@ -172,7 +172,7 @@ int run(int argc, char** argv) {
         serve_steps(vp);
       } else {
         for (int i = 0; i < 4; ++i) {  // the first is the warm-up
-          const spec::MethodOutcome o = spec::run_method(vp, req, prompt, nullptr, &drafts);
+          const speculative::MethodOutcome o = speculative::run_method(vp, req, prompt, nullptr, &drafts);
           if (i) ms.push_back(o.decode_ms_per_token);
           tokens = o.tokens;
         }

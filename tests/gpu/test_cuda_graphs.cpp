@@ -22,7 +22,7 @@
 #include "model/weights_device.h"
 #include "random_data.h"
 #include "require_device.h"
-#include "spec/methods.h"
+#include "speculative/methods.h"
 
 using namespace tf;
 using tf::testing::tokens_for;
@@ -160,14 +160,14 @@ namespace {
 void methods_identical(Pair& p, const std::vector<int32_t>& prompt, int64_t new_tokens, const std::string& what) {
   for (const std::string m : {"ar", "triforce"}) {
     SCOPED_TRACE(what + " " + m);
-    spec::MethodRequest req;
+    speculative::MethodRequest req;
     req.max_new_tokens = new_tokens;
     req.method = m;
     set_cuda_graphs_default(false);
-    const spec::MethodOutcome eager = spec::run_method(*p.eager, req, prompt);
+    const speculative::MethodOutcome eager = speculative::run_method(*p.eager, req, prompt);
     set_cuda_graphs_default(true);
     const int64_t before = p.graph->step_graphs().replays();
-    const spec::MethodOutcome graph = spec::run_method(*p.graph, req, prompt);
+    const speculative::MethodOutcome graph = speculative::run_method(*p.graph, req, prompt);
     EXPECT_EQ(graph.tokens, eager.tokens);
     EXPECT_EQ(int64_t(graph.tokens.size()), new_tokens);
     EXPECT_GT(p.graph->step_graphs().replays(), before) << "the target never replayed a graph";

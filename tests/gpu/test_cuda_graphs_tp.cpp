@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "dist/launch.h"
+#include "parallel/launch.h"
 #include "require_device.h"
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include "core/device.h"
-#include "dist/nccl_bootstrap.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/nccl_bootstrap.h"
+#include "parallel/tensor_parallel.h"
 #include "io/npy.h"
 #include "model/checkpoint.h"
 #include "model/llama.h"
@@ -25,9 +25,9 @@ using namespace tf;
 
 namespace {
 
-dist::Communicator* nccl() {
+parallel::Communicator* nccl() {
   // Never destroyed, as in the CLI: ncclCommDestroy at exit can hang.
-  static dist::Communicator* c = dist::make_nccl_communicator(nullptr).release();
+  static parallel::Communicator* c = parallel::make_nccl_communicator(nullptr).release();
   return c;
 }
 
@@ -53,11 +53,11 @@ void compare_steps(LlamaModel& graph, LlamaModel& eager, const std::vector<int32
 
 TEST(CudaGraphsTp, ShardedFixtureGraphEqualsEager) {
   REQUIRE_DEVICE();
-  dist::Communicator* comm = nccl();
+  parallel::Communicator* comm = nccl();
   const std::string dir = std::string(TF_FIXTURES) + "/hf/gqa_f32";
   Checkpoint ck = open_checkpoint(dir);
   if (ck.config.num_kv_heads % comm->size() != 0) GTEST_SKIP() << "TP " << comm->size() << " does not divide the KV heads";
-  const ShardSpec shard = dist::tp_shard(ck.config, dir);
+  const ShardSpec shard = parallel::tp_shard(ck.config, dir);
   const LlamaWeights w = upload_weights(LlamaWeights::load(*ck.weights, ck.config, shard), Device::CUDA, DType::BF16);
   LlamaModel graph(ck.config, w, 64, comm), eager(ck.config, w, 64, comm);
   graph.set_cuda_graphs(true);
@@ -68,7 +68,7 @@ TEST(CudaGraphsTp, ShardedFixtureGraphEqualsEager) {
 
 TEST(CudaGraphsTp, SyntheticSmolLM2OneRank) {
   REQUIRE_DEVICE();
-  dist::Communicator* comm = nccl();
+  parallel::Communicator* comm = nccl();
   if (comm->size() != 1) GTEST_SKIP() << "synthetic models are not sharded";
   const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
   const LlamaWeights w = synthetic_weights(cfg, Device::CUDA, DType::BF16, 5);
@@ -84,9 +84,9 @@ TEST(CudaGraphsTp, ShardedFixtureGraphEqualsEager) { REQUIRE_DEVICE(); }
 #endif
 
 int main(int argc, char** argv) {
-  tf::dist::init(&argc, &argv);
+  tf::parallel::init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   const int rc = RUN_ALL_TESTS();
-  tf::dist::finalize();
+  tf::parallel::finalize();
   return rc;
 }

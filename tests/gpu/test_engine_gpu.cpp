@@ -14,12 +14,12 @@
 #include "model/checkpoint.h"
 #include "model/weights_device.h"
 #include "require_device.h"
-#include "spec/chain.h"
-#include "spec/methods.h"
-#include "spec/stats.h"
+#include "speculative/chain.h"
+#include "speculative/methods.h"
+#include "speculative/stats.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 namespace fs = std::filesystem;
 
 namespace {

@@ -15,11 +15,11 @@
 #include "model/checkpoint.h"
 #include "model/weights_device.h"
 #include "require_device.h"
-#include "spec/methods.h"
-#include "spec/prefill.h"
+#include "speculative/methods.h"
+#include "speculative/prefill.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 

@@ -4,14 +4,14 @@
 // allreduce sums and uneven allgather_columns in f32, f16 and bf16 (and of host f32 tensors).
 #include <gtest/gtest.h>
 
-#include "dist/launch.h"
+#include "parallel/launch.h"
 #include "require_device.h"
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "core/half.h"
-#include "dist/nccl_bootstrap.h"
+#include "parallel/nccl_bootstrap.h"
 
 using namespace tf;
 
@@ -49,7 +49,7 @@ TEST(NcclCommunicator, AllreduceAndAllgatherEveryDtype) {
   REQUIRE_DEVICE();
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  auto comm = dist::make_nccl_communicator(s);
+  auto comm = parallel::make_nccl_communicator(s);
   const int n = comm->size(), r = comm->rank();
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     std::vector<float> v(12);
@@ -98,9 +98,9 @@ TEST(NcclCommunicator, AllreduceAndAllgatherEveryDtype) { REQUIRE_DEVICE(); }
 #endif
 
 int main(int argc, char** argv) {
-  tf::dist::init(&argc, &argv);
+  tf::parallel::init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   const int rc = RUN_ALL_TESTS();
-  tf::dist::finalize();
+  tf::parallel::finalize();
   return rc;
 }

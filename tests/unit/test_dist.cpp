@@ -7,21 +7,21 @@
 
 #include <cmath>
 
-#include "dist/launch.h"
-#include "dist/mpi_comm.h"
-#include "dist/step_driver.h"
-#include "dist/step_protocol.h"
-#include "dist/target_levels.h"
-#include "dist/tensor_parallel.h"
+#include "parallel/launch.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/step_driver.h"
+#include "parallel/step_protocol.h"
+#include "parallel/target_levels.h"
+#include "parallel/tensor_parallel.h"
 #include "io/npy.h"
 #include "kv/retrieval_cache.h"
 #include "model/checkpoint.h"
-#include "spec/chain.h"
-#include "spec/methods.h"
-#include "spec/streaming_drafter.h"
+#include "speculative/chain.h"
+#include "speculative/methods.h"
+#include "speculative/streaming_drafter.h"
 
 using namespace tf;
-using namespace tf::dist;
+using namespace tf::parallel;
 
 namespace {
 
@@ -237,12 +237,12 @@ TEST(MpiStepProtocol, RankZeroDrivesTriforceLikeOneProcess) {
   SamplingParams sp;  // greedy
   int64_t rebuilds = 0;
   auto run = [&](LlamaModel& target, TargetLevel& middle, TargetLevel& top, LlamaModel& draft) {
-    spec::StreamingDrafter drafter(draft, 4, 24, 16);
-    spec::ChainOptions opt;
+    speculative::StreamingDrafter drafter(draft, 4, 24, 16);
+    speculative::ChainOptions opt;
     opt.gamma = {2, 4};
     opt.max_context = int64_t(prompt.size()) + 64;
-    spec::SpecChain chain({&middle, &top}, drafter, opt);
-    chain.on_step = [&](const spec::SpecChain&, const std::vector<int32_t>& ctx, const spec::VerifyResult&) {
+    speculative::SpecChain chain({&middle, &top}, drafter, opt);
+    chain.on_step = [&](const speculative::SpecChain&, const std::vector<int32_t>& ctx, const speculative::VerifyResult&) {
       if ((ctx.size() - prompt.size()) % 8 < 3) {
         middle.rebuild(ctx);
         ++rebuilds;
@@ -256,7 +256,7 @@ TEST(MpiStepProtocol, RankZeroDrivesTriforceLikeOneProcess) {
   RetrievalOptions ro;
   ro.budget = 32;
   ro.chunk = 8;
-  spec::ChainResult a, b;
+  speculative::ChainResult a, b;
   {
     auto middle = dist_levels.retrieval(ro, 64), top = dist_levels.full(int64_t(prompt.size()) + 64);
     a = run(*shard, *middle, *top, *draft);
@@ -267,7 +267,7 @@ TEST(MpiStepProtocol, RankZeroDrivesTriforceLikeOneProcess) {
   {
     auto middle = make_local_level(whole, {LevelSpec::Kind::retrieval, 0, ro, 64});
     auto top = make_local_level(whole, {LevelSpec::Kind::full, int64_t(prompt.size()) + 64, {}, 0});
-    auto draft1 = std::make_unique<LlamaModel>(spec::make_layer_skip_model(whole, 1));
+    auto draft1 = std::make_unique<LlamaModel>(speculative::make_layer_skip_model(whole, 1));
     b = run(whole, *middle, *top, *draft1);
   }
   EXPECT_EQ(a.gen.tokens, b.gen.tokens);
@@ -285,7 +285,7 @@ TEST(MpiStepProtocol, RankZeroDrivesTriforceLikeOneProcess) {
               (long long)st.bytes, st.batches ? 1e6 * st.bcast_s / double(st.batches) : 0.0);
 }
 
-// spec::run_method driven by rank 0, the CLI's default under mpirun: every
+// speculative::run_method driven by rank 0, the CLI's default under mpirun: every
 // method (prefill snapshot shared through the snapshot/seed ops, re-retrieval
 // from the top level through rebuild_from, a streaming middle level, a model
 // draft and a layer-skip draft on rank 0 alone) gives the tokens and per-level
@@ -325,9 +325,9 @@ TEST(MpiRunMethod, DrivenEqualsOneProcessForEveryMethod) {
       {"triforce", "layerskip:1", "", "every:8", 0.8f},
       {"ar", "", "", "never", 0.8f},
   };
-  spec::DraftModels driven_drafts, local_drafts;
+  speculative::DraftModels driven_drafts, local_drafts;
   for (const Case& c : cases) {
-    spec::MethodRequest req;
+    speculative::MethodRequest req;
     req.method = c.method;
     req.draft = c.draft;
     req.chain = c.chain;
@@ -340,10 +340,10 @@ TEST(MpiRunMethod, DrivenEqualsOneProcessForEveryMethod) {
     const std::string label = c.method + " " + c.draft + c.chain + " T=" + std::to_string(c.temperature);
     auto snap = TargetLevels(*shard).snapshot(prompt);
     EXPECT_GE(snap->mirror_id(), 0);
-    const spec::MethodOutcome a = spec::run_method(*shard, req, prompt, snap.get(), &driven_drafts);
+    const speculative::MethodOutcome a = speculative::run_method(*shard, req, prompt, snap.get(), &driven_drafts);
     // The reference: rank 0 alone, on the whole model (nothing to drive).
     set_tp_mode(TpMode::lockstep);
-    const spec::MethodOutcome b = spec::run_method(whole, req, prompt, nullptr, &local_drafts);
+    const speculative::MethodOutcome b = speculative::run_method(whole, req, prompt, nullptr, &local_drafts);
     set_tp_mode(TpMode::driven);
     EXPECT_EQ(a.tokens, b.tokens) << label;
     EXPECT_EQ(a.token_kinds, b.token_kinds) << label;
@@ -355,11 +355,11 @@ TEST(MpiRunMethod, DrivenEqualsOneProcessForEveryMethod) {
     }
   }
   // The target as the StreamingLLM drafter samples between its forwards: refused, with a way out.
-  spec::MethodRequest bad;
+  speculative::MethodRequest bad;
   bad.method = "chain";
   bad.chain = "target@streaming:4/16 > target";
   try {
-    spec::run_method(*shard, bad, prompt);
+    speculative::run_method(*shard, bad, prompt);
     ADD_FAILURE() << "a driven target@streaming drafter ran";
   } catch (const tf::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--tp-mode lockstep"), std::string::npos) << e.what();
@@ -378,7 +378,7 @@ TEST(MpiRunMethod, DrivenEqualsOneProcessForEveryMethod) {
 }
 
 int main(int argc, char** argv) {
-  tf::dist::init(&argc, &argv);
+  tf::parallel::init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   // One process (ctest): the Mpi* suites run under mpirun in tests/cli/test_tp_unit.sh; leave
   // them out here rather than report them skipped (ctest would then mark the whole file skipped).
@@ -387,6 +387,6 @@ int main(int argc, char** argv) {
     std::printf("one process: the Mpi* tests run under mpirun (tests/cli/test_tp_unit.sh)\n");
   }
   const int rc = RUN_ALL_TESTS();
-  tf::dist::finalize();
+  tf::parallel::finalize();
   return rc;
 }

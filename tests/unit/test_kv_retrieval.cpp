@@ -14,14 +14,14 @@
 #include "io/npy.h"
 #include "kv/retrieval_cache.h"
 #include "model/checkpoint.h"
-#include "spec/chain.h"
-#include "spec/retrieval_runner.h"
-#include "spec/stats.h"
-#include "spec/streaming_drafter.h"
+#include "speculative/chain.h"
+#include "speculative/retrieval_runner.h"
+#include "speculative/stats.h"
+#include "speculative/streaming_drafter.h"
 #include "tiny_model.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 ModelConfig tiny(int64_t vocab = 32, int64_t layers = 2, int64_t hidden = 32) {

@@ -9,13 +9,13 @@
 
 #include "gen/autoregressive.h"
 #include "kv/streaming_cache.h"
-#include "spec/chain.h"
-#include "spec/streaming_drafter.h"
-#include "spec/streaming_runner.h"
+#include "speculative/chain.h"
+#include "speculative/streaming_drafter.h"
+#include "speculative/streaming_runner.h"
 #include "tiny_model.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 ModelConfig tiny(int64_t vocab = 32, int64_t layers = 2) {

@@ -11,13 +11,13 @@
 #include "gen/autoregressive.h"
 #include "io/npy.h"
 #include "model/checkpoint.h"
-#include "spec/chain.h"
-#include "spec/stats.h"
+#include "speculative/chain.h"
+#include "speculative/stats.h"
 #include "exact_distribution.h"
 #include "tiny_model.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 

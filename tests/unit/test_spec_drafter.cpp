@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 #include "tiny_model.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 ModelConfig tiny(int64_t layers = 2) {

@@ -1,4 +1,4 @@
-// spec::run_method end to end: every method (ar, spec, retrieval,
+// speculative::run_method end to end: every method (ar, spec, retrieval,
 // streaming-hier, triforce, ngram-triforce and a 4-level --chain) gives ar's
 // greedy tokens for 128 tokens on a tiny fixture and on SmolLM2-135M; a reused
 // PrefillSnapshot gives what a fresh prefill gives (and is never written); the
@@ -14,13 +14,13 @@
 #include "core/check.h"
 #include "io/npy.h"
 #include "model/checkpoint.h"
-#include "spec/methods.h"
-#include "spec/stats.h"
+#include "speculative/methods.h"
+#include "speculative/stats.h"
 #include "exact_distribution.h"
 #include "tiny_model.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
 #include "core/check.h"
-#include "spec/reretrieval.h"
+#include "speculative/reretrieval.h"
 
-using tf::spec::ReretrieveMonitor;
-using tf::spec::ReretrievePolicy;
+using tf::speculative::ReretrieveMonitor;
+using tf::speculative::ReretrievePolicy;
 
 TEST(Reretrieve, ParsesPolicies) {
   EXPECT_EQ(ReretrievePolicy::parse("never").kind, ReretrievePolicy::Kind::never);

@@ -1,4 +1,4 @@
-// spec::verify on synthetic distributions: exact greedy at T = 0, the emitted
+// speculative::verify on synthetic distributions: exact greedy at T = 0, the emitted
 // token's distribution equals p (chi-square), the reference's middle-level bug
 // (resample from p) is detected, and the chi-square helper itself.
 #include <gtest/gtest.h>
@@ -7,11 +7,11 @@
 #include <random>
 
 #include "gen/sampling.h"
-#include "spec/stats.h"
-#include "spec/verify.h"
+#include "speculative/stats.h"
+#include "speculative/verify.h"
 
 using namespace tf;
-using namespace tf::spec;
+using namespace tf::speculative;
 
 namespace {
 

@@ -1,0 +1,163 @@
+#include "speculative/chain.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/check.h"
+
+namespace tf::speculative {
+
+SpecChain::SpecChain(Drafter& drafter, std::vector<LlamaModel*> verifiers, ChainOptions opt)
+    : drafter_(&drafter), opt_(std::move(opt)) {
+  for (LlamaModel* m : verifiers) {
+    owned_.push_back(std::make_unique<ModelRunner>(*m, opt_.max_context));
+    levels_.push_back(owned_.back().get());
+  }
+  init_checks();
+}
+
+SpecChain::SpecChain(std::vector<Verifier*> verifiers, Drafter& drafter, ChainOptions opt)
+    : drafter_(&drafter), levels_(std::move(verifiers)), opt_(std::move(opt)) {
+  init_checks();
+}
+
+void SpecChain::init_checks() {
+  if (opt_.clock) clock_ = opt_.clock;
+  TF_CHECK(!levels_.empty(), "spec chain: needs at least the target");
+  TF_CHECK(opt_.gamma.size() >= levels_.size(),
+           "spec chain: " << levels_.size() + 1 << " levels need " << levels_.size() << " gamma values");
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    TF_CHECK(opt_.gamma[l] >= 1, "spec chain: gamma[" << l << "] must be >= 1");
+    TF_CHECK(levels_[l]->vocab() == drafter_->vocab(),
+             "spec chain: level " << l + 1 << " vocab differs from the drafter's");
+  }
+}
+
+const ModelRunner& SpecChain::runner(int level) const {
+  auto* r = dynamic_cast<const ModelRunner*>(levels_.at(size_t(level - 1)));
+  TF_CHECK(r, "spec chain: level " << level << " is not a ModelRunner");
+  return *r;
+}
+
+void SpecChain::verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub,
+                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
+  Verifier& run = *levels_[size_t(level - 1)];
+  LevelMetrics& m = metrics_[size_t(level)];
+  ScopedPhase timed(*clock_, m.ns);
+  const int64_t V = run.vocab();
+  const int64_t g = int64_t(sub.tokens.size());
+  std::vector<int32_t> seq = context;
+  seq.insert(seq.end(), sub.tokens.begin(), sub.tokens.end());
+  Tensor lg = run.logits(seq, g + 1);
+  p.resize(size_t((g + 1) * V));
+  for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, p.data() + i * V);
+  const bool top = level == levels() - 1;
+  vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], sp.greedy(),
+              top ? opt_.top_mode : opt_.middle_mode);
+  ++m.steps;
+  m.drafted += g;
+  m.accepted += vr.accepted;
+  if (int64_t(m.accepted_hist.size()) <= vr.accepted) m.accepted_hist.resize(size_t(vr.accepted + 1), 0);
+  ++m.accepted_hist[size_t(vr.accepted)];
+}
+
+Proposal SpecChain::propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp) {
+  if (level == 0) {
+    ScopedPhase timed(*clock_, metrics_[0].ns);
+    return drafter_->propose(context, opt_.gamma[0], sp, rng_[0]);
+  }
+  const int64_t V = drafter_->vocab();
+  Proposal out;
+  std::vector<int32_t> ctx = context;
+  VerifyResult vr;
+  std::vector<float> p;
+  while (int64_t(out.tokens.size()) < opt_.gamma[size_t(level)]) {
+    Proposal sub = propose(level - 1, ctx, sp);
+    verify_into(level, ctx, sub, sp, vr, p);
+    // Emitted token k was drawn (marginally) from p row k: that is its proposal upward.
+    for (size_t k = 0; k < vr.tokens.size(); ++k) {
+      out.tokens.push_back(vr.tokens[k]);
+      out.q.insert(out.q.end(), p.begin() + int64_t(k) * V, p.begin() + int64_t(k + 1) * V);
+      ctx.push_back(vr.tokens[k]);
+    }
+  }
+  return out;
+}
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_new_tokens,
+                                const SamplingParams& sp, const std::vector<int64_t>& stop_ids) {
+  TF_CHECK(!prompt.empty(), "spec chain: the prompt has no tokens");
+  // Worst-case tokens one top step can put in a cache beyond the context.
+  int64_t spec = opt_.gamma[0];
+  for (int l = 1; l < levels() - 1; ++l) spec = opt_.gamma[size_t(l)] - 1 + spec + 1;
+  TF_CHECK(int64_t(prompt.size()) + max_new_tokens + spec + 1 <= opt_.max_context,
+           "spec chain: prompt (" << prompt.size() << ") + max new tokens (" << max_new_tokens
+                                  << ") + speculation (" << spec + 1 << ") exceed the KV capacity "
+                                  << opt_.max_context);
+  drafter_->begin(prompt);
+  for (auto* r : levels_) r->begin(prompt);
+  rng_.clear();
+  for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
+  metrics_.assign(size_t(levels()), LevelMetrics{});
+
+  ChainResult res;
+  auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
+  std::vector<int32_t> ctx = prompt;
+  const int top = levels() - 1;
+  auto t0 = std::chrono::steady_clock::now();
+  auto t1 = t0;
+  VerifyResult vr;
+  std::vector<float> p;
+  bool done = max_new_tokens <= 0;
+  std::vector<LevelMetrics> before;
+  while (!done) {
+    before = metrics_;
+    const size_t gen_before = res.gen.tokens.size();
+    Proposal cand = propose(top - 1, ctx, sp);
+    verify_into(top, ctx, cand, sp, vr, p);
+    ++res.top_steps;
+    for (int32_t t : vr.tokens) {
+      res.gen.tokens.push_back(t);
+      ctx.push_back(t);
+      if (res.gen.tokens.size() == 1) {
+        res.gen.prefill_ms = ms_since(t0);
+        t1 = std::chrono::steady_clock::now();
+      }
+      if (is_stop(t)) {
+        res.gen.stopped_at_eos = true;
+        done = true;
+        break;
+      }
+      if (int64_t(res.gen.tokens.size()) >= max_new_tokens) {
+        done = true;
+        break;
+      }
+    }
+    // Roll every cache back to the committed prefix.
+    drafter_->sync(ctx);
+    for (auto* r : levels_) r->sync(ctx);
+    StepRecord rec;
+    rec.drafted.assign(size_t(levels()), 0);
+    rec.accepted.assign(size_t(levels()), 0);
+    for (int l = 1; l < levels(); ++l) {
+      rec.drafted[size_t(l)] = metrics_[size_t(l)].drafted - before[size_t(l)].drafted;
+      rec.accepted[size_t(l)] = metrics_[size_t(l)].accepted - before[size_t(l)].accepted;
+    }
+    rec.generated = int64_t(res.gen.tokens.size() - gen_before);
+    rec.ns.assign(size_t(levels()), 0);
+    for (int l = 0; l < levels(); ++l) rec.ns[size_t(l)] = metrics_[size_t(l)].ns - before[size_t(l)].ns;
+    res.steps.push_back(std::move(rec));
+    if (on_step) on_step(*this, ctx, vr);
+  }
+  res.gen.decode_ms = res.gen.tokens.size() > 1 ? ms_since(t1) : 0.0;
+  res.levels = metrics_;
+  return res;
+}
+
+}  // namespace tf::speculative

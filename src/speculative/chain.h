@@ -1,0 +1,101 @@
+// An N-level speculative chain (TriForce generalised). Level 0 is a Drafter;
+// levels 1..N-1 are LlamaModels with their own caches, level N-1 the target.
+// Level l (1 <= l < N-1, a "middle" level) builds its proposal for level l+1 by
+// repeatedly asking level l-1 for proposals and verifying them with verify():
+// it keeps going until it holds at least gamma[l] tokens; each emitted token
+// carries level l's distribution p as its proposal q upward. The top level
+// verifies one such block per step. gamma[0] is the drafter's tokens per call
+// (γ1), gamma[1] the middle level's block (γ2), ...; gamma[N-1] is unused.
+// generate() starts every level with begin(prompt) (a level prepared for this
+// prompt, e.g. from a PrefillSnapshot, keeps what it holds).
+// Every cache is rolled back (truncated to the committed prefix) after each
+// verification. Lossless at any temperature/top-p with ResampleMode::residual;
+// exactly generate_autoregressive's output at T = 0.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gen/autoregressive.h"
+#include "gen/sampling.h"
+#include "speculative/drafter.h"
+#include "speculative/phase_timer.h"
+#include "speculative/verify.h"
+
+namespace tf::speculative {
+
+// How level l verified the proposals of level l-1 (l >= 1).
+struct LevelMetrics {
+  int64_t steps = 0;     // verify() calls
+  int64_t drafted = 0;   // proposals received
+  int64_t accepted = 0;  // proposals accepted
+  std::vector<int64_t> accepted_hist;  // [n] = steps that accepted exactly n
+  int64_t ns = 0;  // wall time of this level's own work (level 0: proposing; l >= 1: its forwards + verify)
+  double alpha() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+  double tau() const { return steps ? 1.0 + double(accepted) / double(steps) : 0.0; }
+};
+
+struct ChainOptions {
+  std::vector<int64_t> gamma;  // per level, see above; size >= levels - 1
+  ResampleMode middle_mode = ResampleMode::residual;  // levels below the top
+  ResampleMode top_mode = ResampleMode::residual;
+  int64_t max_context = 4096;  // capacity of every cache (prompt + generated + speculation)
+  const PhaseClock* clock = nullptr;  // nullptr: a plain steady_clock (CPU)
+};
+
+// One top-level step: what each level drafted and accepted during it.
+struct StepRecord {
+  std::vector<int64_t> drafted, accepted;  // [l] for verifier level l >= 1 ([0] unused, 0)
+  int64_t generated = 0;                   // tokens committed by this step
+  // [l] wall time level l spent in this step (0 = the drafter proposing; l >= 1
+  // its forwards + verification), from the same clock as LevelMetrics::ns, so
+  // the steps' sums equal the levels' totals.
+  std::vector<int64_t> ns;
+};
+
+struct ChainResult {
+  GenerateResult gen;
+  std::vector<LevelMetrics> levels;  // [0] unused (the drafter), [l] = level l as verifier
+  int64_t top_steps = 0;
+  std::vector<StepRecord> steps;
+};
+
+class SpecChain {
+ public:
+  // verifiers: levels 1..N-1 bottom-up (the last one is the target). Not owned.
+  SpecChain(Drafter& drafter, std::vector<LlamaModel*> verifiers, ChainOptions opt);
+  // Levels given as Verifiers (e.g. a RetrievalRunner for the middle level). Not owned.
+  SpecChain(std::vector<Verifier*> verifiers, Drafter& drafter, ChainOptions opt);
+
+  ChainResult generate(const std::vector<int32_t>& prompt, int64_t max_new_tokens, const SamplingParams& sp,
+                       const std::vector<int64_t>& stop_ids = {});
+
+  int levels() const { return int(levels_.size()) + 1; }
+  // Cache state (for tests): the runner of level l >= 1, and the drafter.
+  // runner(): only for levels built from a LlamaModel (throws otherwise).
+  const ModelRunner& runner(int level) const;
+  const Verifier& verifier(int level) const { return *levels_.at(size_t(level - 1)); }
+  const Drafter& drafter() const { return *drafter_; }
+  const std::vector<LevelMetrics>& metrics() const { return metrics_; }  // running, [l] as in ChainResult
+  // Called after every top-level step with the committed context (for tests).
+  std::function<void(const SpecChain&, const std::vector<int32_t>& context, const VerifyResult& top)> on_step;
+
+ private:
+  Proposal propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp);
+  void verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub, const SamplingParams& sp,
+                   VerifyResult& vr, std::vector<float>& p);
+
+  Drafter* drafter_;
+  void init_checks();
+  std::vector<std::unique_ptr<ModelRunner>> owned_;
+  std::vector<Verifier*> levels_;
+  ChainOptions opt_;
+  std::vector<RngStream> rng_;
+  std::vector<LevelMetrics> metrics_;
+  PhaseClock default_clock_;
+  const PhaseClock* clock_ = &default_clock_;
+};
+
+}  // namespace tf::speculative

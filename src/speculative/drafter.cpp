@@ -1,0 +1,118 @@
+#include "speculative/drafter.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "speculative/prefill.h"
+
+namespace tf::speculative {
+
+ModelRunner::ModelRunner(LlamaModel& model, int64_t capacity) : model_(&model), cache_(model.make_cache(capacity)) {}
+
+ModelRunner::ModelRunner(LlamaModel& model, FullKVCache cache, const std::vector<int32_t>& tokens)
+    : model_(&model), cache_(std::move(cache)), cached_(tokens) {
+  cache_.truncate(int64_t(tokens.size()));
+}
+
+void ModelRunner::reset() {
+  cache_.reset();
+  cached_.clear();
+}
+
+void ModelRunner::load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens) {
+  copy_prefix(src, int64_t(tokens.size()), cache_);
+  cached_ = tokens;
+}
+
+void ModelRunner::last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q) {
+  TF_CHECK(!context.empty(), "ModelRunner::last_query: empty context");
+  sync(context);
+  const size_t keep = std::min(cached_.size(), context.size() - 1);
+  cache_.truncate(int64_t(keep));
+  cached_.resize(keep);
+  std::vector<int32_t> fresh(context.begin() + int64_t(keep), context.end());
+  model_->forward_capturing_last_query(fresh, cache_, 1, q);
+  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+}
+
+void ModelRunner::sync(const std::vector<int32_t>& context) {
+  size_t n = 0;
+  const size_t lim = std::min(cached_.size(), context.size());
+  while (n < lim && cached_[n] == context[n]) ++n;
+  cache_.truncate(int64_t(n));
+  cached_.resize(n);
+}
+
+Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+  TF_CHECK(n_out >= 1 && n_out <= int64_t(seq.size()), "ModelRunner: n_out " << n_out << " for " << seq.size()
+                                                                              << " tokens");
+  sync(seq);
+  // At least n_out tokens must be forwarded to get their logits.
+  const size_t keep = std::min(cached_.size(), seq.size() - size_t(n_out));
+  cache_.truncate(int64_t(keep));
+  cached_.resize(keep);
+  std::vector<int32_t> fresh(seq.begin() + int64_t(keep), seq.end());
+  Tensor out = model_->forward(fresh, cache_, n_out);
+  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+  return out;
+}
+
+Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                RngStream& rng) {
+  Proposal pr;
+  const int64_t V = v.vocab();
+  pr.q.resize(size_t(k * V));
+  std::vector<int32_t> seq = context;
+  for (int64_t i = 0; i < k; ++i) {
+    Tensor lg = v.logits(seq, 1);
+    float* qi = pr.q.data() + i * V;
+    sampling_distribution(lg.ptr<float>(), V, sp, qi);
+    const int32_t t = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
+    pr.tokens.push_back(t);
+    seq.push_back(t);
+  }
+  return pr;
+}
+
+Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                               RngStream& rng) {
+  return propose_autoregressive(runner_, context, k, sp, rng);
+}
+
+Proposal VerifierDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                  RngStream& rng) {
+  return propose_autoregressive(*v_, context, k, sp, rng);
+}
+
+Proposal NgramDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams&, RngStream&) {
+  Proposal pr;
+  const int64_t L = int64_t(context.size());
+  for (int64_t n = std::min(max_n_, L - 1); n >= 1 && pr.tokens.empty(); --n) {
+    // suffix context[L-n, L); find the most recent earlier occurrence ending at e (exclusive), e < L.
+    for (int64_t e = L - 1; e >= n; --e) {
+      bool match = true;
+      for (int64_t j = 0; j < n && match; ++j) match = context[size_t(e - n + j)] == context[size_t(L - n + j)];
+      if (!match) continue;
+      for (int64_t j = e; j < L && int64_t(pr.tokens.size()) < k; ++j) pr.tokens.push_back(context[size_t(j)]);
+      break;
+    }
+  }
+  pr.q.assign(pr.tokens.size() * size_t(vocab_), 0.0f);
+  for (size_t i = 0; i < pr.tokens.size(); ++i) pr.q[i * size_t(vocab_) + size_t(pr.tokens[i])] = 1.0f;
+  return pr;
+}
+
+LlamaModel make_layer_skip_model(const LlamaModel& target, int64_t K) {
+  ModelConfig c = target.config();
+  TF_CHECK(K >= 1 && K <= c.num_layers, "layer-skip draft: K = " << K << " of " << c.num_layers << " layers");
+  c.num_layers = K;
+  LlamaWeights w = target.weights();  // Tensors share storage through their owners
+  w.layers.resize(size_t(K));
+  return LlamaModel(c, std::move(w), target.max_chunk(), target.communicator());  // a shard runs with its ranks
+}
+
+LayerSkipDrafter::LayerSkipDrafter(const LlamaModel& target, int64_t K, int64_t capacity)
+    : model_(std::make_unique<LlamaModel>(make_layer_skip_model(target, K))),
+      inner_(std::make_unique<ModelDrafter>(*model_, capacity)) {}
+
+}  // namespace tf::speculative

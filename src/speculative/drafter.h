@@ -1,0 +1,174 @@
+// Drafters: the bottom level of a speculative chain. A drafter sees the
+// committed context (prompt + every token emitted so far), proposes k tokens
+// with the full-vocab distribution q each was drawn from, and is told the
+// committed context again after verification (sync), where it rolls back
+// whatever speculative state no longer matches.
+//
+// ModelRunner is the cache bookkeeping shared by model drafters and by the
+// verifying levels of a chain: it remembers which tokens its FullKVCache holds,
+// and on every call truncates the cache to the longest common prefix with the
+// requested sequence (that truncate IS the rollback) before forwarding the rest.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gen/sampling.h"
+#include "kv/full_cache.h"
+#include "model/llama.h"
+#include "speculative/verify.h"
+
+namespace tf::speculative {
+
+// A verifying level of a chain: logits of a model over a context, with its own
+// cache state that it rolls back on sync.
+class Verifier {
+ public:
+  virtual ~Verifier() = default;
+  virtual int64_t vocab() const = 0;
+  // Logits [n_out, vocab] after each of the last n_out tokens of seq.
+  virtual Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) = 0;
+  // Roll back to the longest common prefix with the committed context.
+  virtual void sync(const std::vector<int32_t>& context) = 0;
+  virtual void reset() = 0;
+  // A new prompt. Default: forget everything. A level that already holds a
+  // prefix of this prompt (a reused prefill) may keep it.
+  virtual void begin(const std::vector<int32_t>& prompt) { reset(); }
+};
+
+class ModelRunner : public Verifier {
+ public:
+  // model must outlive the runner.
+  ModelRunner(LlamaModel& model, int64_t capacity);
+  // Adopts `cache` (e.g. an offloaded target's prefill snapshot) holding
+  // `tokens` in its first slots; its later slots are dropped.
+  ModelRunner(LlamaModel& model, FullKVCache cache, const std::vector<int32_t>& tokens);
+  LlamaModel& model() { return *model_; }
+  int64_t vocab() const override { return model_->config().vocab_size; }
+  const FullKVCache& cache() const { return cache_; }
+  const std::vector<int32_t>& cached_tokens() const { return cached_; }
+
+  // Logits [n_out, vocab] after each of the last n_out tokens of seq
+  // (1 <= n_out <= seq.size()); the cache then holds all of seq.
+  Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
+  // Roll the cache back to its longest common prefix with `context`.
+  void sync(const std::vector<int32_t>& context) override;
+  void reset() override;
+  // Keeps the cached prefix the prompt shares (rollback == truncate).
+  void begin(const std::vector<int32_t>& prompt) override { sync(prompt); }
+  // Start from an existing cache holding `tokens` (its first tokens.size()
+  // slots; e.g. the target's prefill, or its first layers for a layer-skip model).
+  void load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens);
+  // The post-RoPE query of context's last token per layer (for re-retrieval);
+  // the cache then holds all of context.
+  void last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q);
+
+ private:
+  LlamaModel* model_;
+  FullKVCache cache_;
+  std::vector<int32_t> cached_;  // token of each cache slot
+};
+
+struct Proposal {
+  std::vector<int32_t> tokens;
+  std::vector<float> q;  // [tokens.size(), vocab]
+};
+
+// k tokens drawn one at a time from v's logits after context (+ the tokens so far).
+Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                                RngStream& rng);
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual int64_t vocab() const = 0;
+  // Up to k tokens following `context` (k exactly for model drafters; an
+  // n-gram drafter may propose fewer, even none).
+  virtual Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                           RngStream& rng) = 0;
+  // The committed context after verification: roll back speculative state.
+  virtual void sync(const std::vector<int32_t>& context) = 0;
+  // Forget everything.
+  virtual void reset() = 0;
+  // A new prompt; a drafter prepared for it (a reused prefill) may keep its state.
+  virtual void begin(const std::vector<int32_t>& prompt) { reset(); }
+  // Tokens of model state currently held (cache length), -1 if stateless.
+  virtual int64_t cache_length() const { return -1; }
+};
+
+// A (small) LlamaModel with its own FullKVCache; rollback by truncate.
+class ModelDrafter : public Drafter {
+ public:
+  ModelDrafter(LlamaModel& model, int64_t capacity) : runner_(model, capacity) {}
+  int64_t vocab() const override { return runner_.vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>& context) override { runner_.sync(context); }
+  void reset() override { runner_.reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { runner_.begin(prompt); }
+  int64_t cache_length() const override { return runner_.cache().length(); }
+  const ModelRunner& runner() const { return runner_; }
+  ModelRunner& runner() { return runner_; }
+
+ private:
+  ModelRunner runner_;
+};
+
+// Prompt lookup: the longest suffix of the context of length max_n..1 that
+// also occurs earlier (most recent occurrence) proposes the tokens that
+// followed it; q is one-hot. No match: no proposal.
+class NgramDrafter : public Drafter {
+ public:
+  NgramDrafter(int64_t vocab, int64_t max_n = 3) : vocab_(vocab), max_n_(max_n) {}
+  int64_t vocab() const override { return vocab_; }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>&) override {}
+  void reset() override {}
+
+ private:
+  int64_t vocab_, max_n_;
+};
+
+// Any verifying level used as the bottom of a chain: proposes k tokens one at
+// a time from its own logits (e.g. the target on a retrieval cache drafting
+// for the full target, the `retrieval` method).
+class VerifierDrafter : public Drafter {
+ public:
+  explicit VerifierDrafter(std::unique_ptr<Verifier> v) : v_(std::move(v)) {}
+  int64_t vocab() const override { return v_->vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override;
+  void sync(const std::vector<int32_t>& context) override { v_->sync(context); }
+  void reset() override { v_->reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { v_->begin(prompt); }
+  Verifier& verifier() { return *v_; }
+  const Verifier& verifier() const { return *v_; }
+
+ private:
+  std::unique_ptr<Verifier> v_;
+};
+
+// The target's first K layers + its final norm and head (weights shared, not copied).
+LlamaModel make_layer_skip_model(const LlamaModel& target, int64_t K);
+
+class LayerSkipDrafter : public Drafter {
+ public:
+  LayerSkipDrafter(const LlamaModel& target, int64_t K, int64_t capacity);
+  int64_t vocab() const override { return inner_->vocab(); }
+  Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
+                   RngStream& rng) override {
+    return inner_->propose(context, k, sp, rng);
+  }
+  void sync(const std::vector<int32_t>& context) override { inner_->sync(context); }
+  void reset() override { inner_->reset(); }
+  void begin(const std::vector<int32_t>& prompt) override { inner_->begin(prompt); }
+  int64_t cache_length() const override { return inner_->cache_length(); }
+  ModelRunner& runner() { return inner_->runner(); }
+
+ private:
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<ModelDrafter> inner_;
+};
+
+}  // namespace tf::speculative

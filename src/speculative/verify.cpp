@@ -1,0 +1,78 @@
+#include "speculative/verify.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/philox.h"
+#include "gen/sampling.h"
+
+namespace tf::speculative {
+
+float RngStream::uniform() { return philox_uniform(seed, counter++); }
+
+RngStream RngStream::for_level(uint64_t user_seed, int level) {
+  // A distinct key per level (splitmix64 of seed and level); counters start at 0.
+  uint64_t z = user_seed + 0x9E3779B97F4A7C15ull * uint64_t(level + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return RngStream{z, 0};
+}
+
+int32_t argmax_row(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return int32_t(best);
+}
+
+VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
+                    RngStream& rng, bool greedy, ResampleMode mode) {
+  VerifyResult r;
+  const int64_t g = int64_t(x.size());
+  for (int64_t i = 0; i < g; ++i) {
+    TF_CHECK(x[size_t(i)] >= 0 && x[size_t(i)] < vocab, "verify: proposal " << x[size_t(i)] << " outside vocab");
+    const float* pi = p + i * vocab;
+    const float* qi = q + i * vocab;
+    const int32_t xi = x[size_t(i)];
+    bool accept;
+    if (greedy) {
+      accept = xi == argmax_row(pi, vocab);
+    } else {
+      const double px = pi[xi], qx = qi[xi];
+      const double u = rng.uniform();
+      // u in [0, 1): accept iff u < min(1, p/q); q(x) = 0 cannot be proposed, treat p > 0 as accept.
+      accept = qx > 0 ? u * qx < px : px > 0;
+    }
+    if (accept) {
+      r.tokens.push_back(xi);
+      ++r.accepted;
+      continue;
+    }
+    // First rejection.
+    r.resampled = true;
+    if (greedy) {
+      const int32_t t = argmax_row(pi, vocab);
+      r.last_dist.assign(size_t(vocab), 0.0f);
+      r.last_dist[size_t(t)] = 1.0f;
+      r.tokens.push_back(t);
+      return r;
+    }
+    r.last_dist.assign(pi, pi + vocab);
+    if (mode == ResampleMode::residual) {
+      double sum = 0;
+      std::vector<float> res(static_cast<size_t>(vocab));
+      for (int64_t v = 0; v < vocab; ++v) sum += (res[size_t(v)] = std::max(pi[v] - qi[v], 0.0f));
+      if (sum > 0) r.last_dist = std::move(res);  // else p == q up to rounding: p is the residual's limit
+    }
+    r.tokens.push_back(draw_from(r.last_dist.data(), vocab, rng.seed, rng.next()));
+    return r;
+  }
+  const float* pb = p + g * vocab;
+  r.bonus = true;
+  r.last_dist.assign(pb, pb + vocab);
+  r.tokens.push_back(greedy ? argmax_row(pb, vocab) : draw_from(pb, vocab, rng.seed, rng.next()));
+  return r;
+}
+
+}  // namespace tf::speculative

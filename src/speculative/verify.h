@@ -1,0 +1,52 @@
+// Exact speculative verification for one level (Leviathan et al. / Chen et al.):
+// proposals x_1..x_g drawn from q_1..q_g are checked against the verifier's
+// distributions p_1..p_{g+1} (both already passed through sampling_distribution,
+// so temperature/top-p are identical at every level). x_i is accepted with
+// probability min(1, p_i(x_i)/q_i(x_i)); on the first rejection a token is drawn
+// from norm(max(p_i - q_i, 0)); if all are accepted a bonus is drawn from p_{g+1}.
+// Every emitted token k is then distributed (given the tokens before it) exactly
+// as p_k, which is why a middle level passes p rows upward as its proposal q.
+// At T = 0 (greedy) this is exact greedy: accept while x_i == argmax p_i, then
+// emit argmax p at the first mismatch (or argmax p_{g+1}).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace tf::speculative {
+
+// A Philox stream with an explicit counter: every uniform or draw uses the next
+// counter value, so a run is reproducible from (seed, level) alone.
+struct RngStream {
+  uint64_t seed = 0;
+  uint64_t counter = 0;
+  float uniform();         // philox_uniform(seed, counter++)
+  uint64_t next() { return counter++; }
+  // The stream of chain level `level` for a user seed.
+  static RngStream for_level(uint64_t user_seed, int level);
+};
+
+enum class ResampleMode {
+  residual,       // correct: resample from norm(max(p - q, 0))
+  reference_bug,  // the public TriForce middle level: resample from p (NOT lossless; for tests)
+};
+
+struct VerifyResult {
+  int64_t accepted = 0;          // proposals accepted (0..g)
+  std::vector<int32_t> tokens;   // accepted proposals, then one resampled or bonus token
+  bool bonus = false;            // last token drawn from p_{g+1} (all accepted)
+  bool resampled = false;        // last token drawn after a rejection
+  // The distribution the last token was drawn from: the residual after a
+  // rejection (p itself in reference_bug mode or when the residual vanishes),
+  // p_{g+1} for a bonus. For the upward proposal of token k use p row k (see above).
+  std::vector<float> last_dist;
+};
+
+// x: g proposals; q: [g, vocab] row-major; p: [g+1, vocab] row-major.
+// greedy: T = 0 (no uniforms consumed; compares with argmax p).
+VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
+                    RngStream& rng, bool greedy, ResampleMode mode = ResampleMode::residual);
+
+// Index of the largest value (lowest index on ties), as the greedy sampler does.
+int32_t argmax_row(const float* x, int64_t n);
+
+}  // namespace tf::speculative
