@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds triforce on the lent H200 machine (Ubuntu 24.04 image with CUDA, MPI, HDF5, NCCL, GTest and Google
+# Benchmark, but no Boost.Program_options). Boost 1.74 comes as Debian packages carried in .deps/ (fetched on the
+# development machine with `apt-get download libboost1.74-dev libboost-program-options1.74-dev
+# libboost-program-options1.74.0`), unpacked into a private prefix, never over /.
+# Usage: experiments/h200/build.sh [BUILD_DIR] [extra cmake --build args]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-h200}
+shift || true
+deps=/opt/tfdeps
+if [[ ! -f $deps/usr/include/boost/program_options.hpp ]]; then
+  compgen -G ".deps/*.deb" >/dev/null || { echo "build.sh: no Boost packages in .deps/ (carry them)" >&2; exit 1; }
+  mkdir -p $deps
+  for f in .deps/*.deb; do dpkg -x "$f" $deps; done
+fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTRIFORCE_BENCH=ON \
+  -DBoost_NO_BOOST_CMAKE=ON -DBOOST_ROOT=$deps/usr -DBoost_NO_SYSTEM_PATHS=ON \
+  -DBoost_INCLUDE_DIR=$deps/usr/include -DBoost_LIBRARY_DIR=$deps/usr/lib/x86_64-linux-gnu >/dev/null
+if ! cmake --build "$build" -j16 "$@" >"$build/build.log" 2>&1; then
+  grep -E -B2 -A6 "error" "$build/build.log" | head -60 >&2
+  echo "build.sh: build failed (log: $build/build.log)" >&2
+  exit 1
+fi
+echo "build.sh: built ${TRIFORCE_GIT_SHA:-?} in $build"
