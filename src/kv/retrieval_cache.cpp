@@ -68,8 +68,25 @@ void RetrievalKVCache::build_from(const FullKVCache& full_in, int64_t n_prompt,
                                                  << " KV heads; needed " << P - 1 << " of "
                                                  << cache_.num_kv_heads());
   const FullKVCache& full = full_in;
-  sel_ = select_chunks(full, P - 1, q, num_heads, opt_);
   const int64_t L = full.num_layers(), KH = full.num_kv_heads();
+  chunks_on_device_ = false;
+  if (retrieval_on_device(full)) {
+    // Slots are claimed before the launches: the length upload would otherwise wait for them.
+    const RetrievalShape shape = retrieval_shape(P - 1, opt_);
+    region_ = shape.region();
+    cache_.reset();
+    std::vector<int32_t> pos(static_cast<size_t>(region_));
+    std::iota(pos.begin(), pos.end(), 0);
+    cache_.append_slots(pos.data(), region_);
+    select_and_gather_on_device(full, cache_, shape, q, num_heads, scratch_);
+    sel_ = RetrievalSelection{};
+    sel_.num_chunks = shape.num_chunks;
+    sel_.remainder = shape.remainder;
+    sel_.chunks.assign(size_t(L * KH), {});
+    chunks_on_device_ = shape.keep > 0;
+    return;
+  }
+  sel_ = select_chunks(full, P - 1, q, num_heads, opt_);
   const int64_t per = int64_t(sel_.chunks.empty() ? 0 : sel_.chunks[0].size()) * opt_.chunk;
   region_ = per + sel_.remainder;
   cache_.reset();
@@ -88,6 +105,15 @@ void RetrievalKVCache::build_from(const FullKVCache& full_in, int64_t n_prompt,
       for (int64_t t = rem_from; t < P - 1; ++t) gather.src_slots.push_back(int32_t(t));
     }
   gather_slots(full, cache_, gather);
+}
+
+const RetrievalSelection& RetrievalKVCache::selection() const {
+  if (chunks_on_device_) {
+    const int64_t rows = cache_.num_layers() * cache_.num_kv_heads();
+    sel_.chunks = download_chunks(scratch_, rows, std::min(sel_.num_chunks, opt_.budget / opt_.chunk));
+    chunks_on_device_ = false;
+  }
+  return sel_;
 }
 
 }  // namespace tf

@@ -8,7 +8,9 @@
 // post-RoPE query, summed over the query heads of g's GQA group. Chunk 0 is
 // always kept (attention sinks); the best-scoring others fill budget/chunk
 // chunks; a trailing partial chunk is always kept (the most recent tokens).
-// Selected chunks are stored in positional order. All retrieved slots carry
+// Selected chunks are stored in positional order. On CUDA the whole build
+// runs on the device (kv/retrieval_device.h); on the CPU it is the reference
+// below (select_chunks, then gather_slots). All retrieved slots carry
 // position = their slot index (< every query position, so always visible; the
 // keys carry their own RoPE phases); tail slots carry true text positions.
 #pragma once
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "kv/full_cache.h"
+#include "kv/retrieval_device.h"
 #include "model/llama.h"
 
 namespace tf {
@@ -29,7 +32,7 @@ struct RetrievalSelection {
   int64_t num_chunks = 0;                     // full chunks scored
   int64_t remainder = 0;                      // trailing tokens always kept
   std::vector<std::vector<int64_t>> chunks;   // [layer * kv_heads + g] -> selected chunk ids, ascending
-  std::vector<std::vector<double>> scores;    // [layer * kv_heads + g] -> score per chunk
+  std::vector<std::vector<double>> scores;    // [layer * kv_heads + g] -> score per chunk (empty after a device build)
 };
 
 // Score and select over slots [0, n_tokens) of `cache` using the queries q (from LlamaModel::forward_capturing_last_query).
@@ -56,13 +59,17 @@ class RetrievalKVCache {
   FullKVCache& cache() { return cache_; }
   const FullKVCache& cache() const { return cache_; }
   int64_t region() const { return region_; }
-  const RetrievalSelection& selection() const { return sel_; }
+  // The last build's selection. After a device build the chunk ids come to the
+  // host here, on the first call (one copy), and scores stay empty.
+  const RetrievalSelection& selection() const;
 
  private:
   RetrievalOptions opt_;
   FullKVCache cache_;
   int64_t region_ = 0;
-  RetrievalSelection sel_;
+  mutable RetrievalSelection sel_;
+  mutable bool chunks_on_device_ = false;  // sel_.chunks not yet downloaded from scratch_
+  RetrievalDeviceScratch scratch_;
 };
 
 }  // namespace tf

@@ -106,11 +106,20 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, FullKVCache& cach
 
 Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& tokens, FullKVCache& cache,
                                                 int64_t n_out, std::vector<std::vector<float>>& last_query) {
-  last_query.assign(size_t(cfg_.num_layers), std::vector<float>(size_t(w_.local_heads * cfg_.head_dim)));
+  const int64_t row = w_.local_heads * cfg_.head_dim;
+  last_query.assign(size_t(cfg_.num_layers), std::vector<float>(size_t(row)));
+  // On CUDA each layer's row is a device copy into one buffer, brought back
+  // in one copy at the end instead of a copy and a sync per layer.
+  if (device_ == Device::CUDA && !qcap_.data) qcap_ = empty_tensor(device_, dtype_, {cfg_.num_layers, row});
   capture_q_ = &last_query;
   try {
     Tensor out = forward(tokens, cache, n_out);
     capture_q_ = nullptr;
+    if (device_ == Device::CUDA) {
+      const Tensor h = to_host_f32(qcap_);
+      for (int64_t l = 0; l < cfg_.num_layers; ++l)
+        std::copy_n(h.ptr<float>() + l * row, row, last_query[size_t(l)].data());
+    }
     return out;
   } catch (...) {
     capture_q_ = nullptr;
@@ -328,8 +337,13 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       ops::rope_apply(k, cs, sn);
     }
     if (capture_q_ && capture_last_row) {
-      Tensor last = to_host_f32(slice_rows(q2, n - 1, n));
-      std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
+      const Tensor last = slice_rows(q2, n - 1, n);
+      if (cuda) {
+        copy_bytes_async(static_cast<uint8_t*>(qcap_.data) + size_t(l) * last.bytes(), device_, last.data, device_,
+                         last.bytes());
+      } else {
+        std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
+      }
     }
     cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
     // Slots from the device, so a graph replay writes where it should; an

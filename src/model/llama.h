@@ -87,6 +87,7 @@ class LlamaModel {
                  bool capture_last_row, const GraphLaunch* g);
 
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
+  Tensor qcap_;  // CUDA: the captured query rows [layers, heads * head_dim] in dtype_, made on first use
   ModelConfig cfg_;
   LlamaWeights w_;
   parallel::Communicator* comm_ = nullptr;
