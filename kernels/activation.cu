@@ -4,11 +4,14 @@
 namespace tf::cuda {
 namespace {
 
+// One kernel for the flat and the row-strided inputs: the arithmetic is the
+// same instructions either way, so the stacked gate/up path keeps the bits.
 template <class T>
-__global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t count) {
+__global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t count, int64_t cols, int64_t ld) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = load_f32(gate + i);
-    store_f32(out + i, (g / (1.0f + __expf(-g))) * load_f32(up + i));
+    const int64_t src = cols > 0 ? (i / cols) * ld + i % cols : i;
+    const float g = load_f32(gate + src);
+    store_f32(out + i, (g / (1.0f + __expf(-g))) * load_f32(up + src));
   }
 }
 
@@ -17,11 +20,13 @@ __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t coun
 void silu_mul(const SiluMulParams& p, cudaStream_t stream) {
   if (p.count == 0) return;
   TF_CHECK(p.gate && p.up && p.out, "cuda::silu_mul: null pointer");
+  TF_CHECK(p.cols == 0 || (p.cols > 0 && p.ld >= p.cols && p.count % p.cols == 0),
+           "cuda::silu_mul: rows of " << p.cols << " spaced " << p.ld << " do not tile " << p.count << " elements");
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((p.count + threads - 1) / threads, 65535 * 8);
   TF_DISPATCH_HALF(p.dtype, T, {
     silu_mul_kernel<T><<<unsigned(blocks), threads, 0, stream>>>(
-        static_cast<const T*>(p.gate), static_cast<const T*>(p.up), static_cast<T*>(p.out), p.count);
+        static_cast<const T*>(p.gate), static_cast<const T*>(p.up), static_cast<T*>(p.out), p.count, p.cols, p.ld);
   });
   CUDA_CHECK_LAUNCH();
 }

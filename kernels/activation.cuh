@@ -14,6 +14,9 @@ struct SiluMulParams {
   void* out = nullptr;         // [count]; may alias gate or up
   int64_t count = 0;
   DType dtype = DType::BF16;
+  // cols > 0: gate and up are rows of `cols` elements spaced `ld` apart (the
+  // halves of a stacked gate/up GEMM output), out is contiguous [count / cols, cols].
+  int64_t cols = 0, ld = 0;
 };
 
 void silu_mul(const SiluMulParams& p, cudaStream_t stream = nullptr);

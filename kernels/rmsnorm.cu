@@ -8,7 +8,7 @@ constexpr int kMaxPerThread = 16;  // d <= 1024 * 16
 
 template <class T>
 __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ w,
-                               T* __restrict__ out, int64_t d, float eps) {
+                               T* __restrict__ out, int64_t d, float eps, bool rounded_sum) {
   const int64_t row = blockIdx.x;
   const T* xr = x + row * d;
   T* rr = residual ? residual + row * d : nullptr;
@@ -20,9 +20,10 @@ __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x
     if (rr) {
       a += load_f32(rr + i);
       store_f32(rr + i, a);
+      if (rounded_sum) a = to_f32(from_f32<T>(a));  // what a later plain rmsnorm would load
     }
     v[k] = a;
-    ss += a * a;
+    ss = __fmaf_rn(a, a, ss);  // explicit, so the fused and plain paths agree whatever the compiler contracts
   }
   ss = block_sum(ss);
   const float r = rsqrtf(ss / float(d) + eps);
@@ -42,7 +43,8 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
     rmsnorm_kernel<T><<<unsigned(p.n), threads, 0, stream>>>(static_cast<T*>(p.residual),
                                                               static_cast<const T*>(p.x),
                                                               static_cast<const T*>(p.weight),
-                                                              static_cast<T*>(p.out), p.d, p.eps);
+                                                              static_cast<T*>(p.out), p.d, p.eps,
+                                                              p.rounded_sum);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -16,10 +16,13 @@ struct RmsNormParams {
   int64_t n = 0, d = 0;
   float eps = 1e-6f;
   DType dtype = DType::BF16;     // of residual, x, weight, out
+  // With a residual: normalize the sum as stored (rounded to dtype), which is
+  // bit for bit add_inplace followed by a plain rmsnorm; false: the fp32 sum.
+  bool rounded_sum = false;
 };
 
 // residual += x (stored rounded to dtype); out = w * r / sqrt(mean(r^2) + eps),
-// where r is the fp32 sum (before rounding).
+// where r is the fp32 sum (before rounding), or the stored sum (rounded_sum).
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

@@ -1,5 +1,9 @@
-// Rotary embedding, HF rotate_half convention (pairs (i, i + half)), applied
-// in place to q and k, from precomputed f32 cos/sin tables indexed by position.
+// Rotary embedding, HF rotate_half convention (pairs (i, i + half)), from
+// precomputed f32 cos/sin tables indexed by a per-token row. One kernel serves
+// every use: in place on q and k (rope), and for one step's q/k/v (rope_qkv):
+// q rotated into a contiguous q_out, k rotated and v copied to where attention
+// reads them (contiguous rows, or the KV cache at per-token slots). Every
+// path runs the same arithmetic, so the fused and unfused steps agree bit for bit.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,7 +24,34 @@ struct RopeParams {
   DType dtype = DType::BF16;
 };
 
-// x1' = x1*c - x2*s, x2' = x2*c + x1*s in fp32, rounded once to dtype.
+// x1' = x1*c - x2*s, x2' = x2*c + x1*s in fp32 (products and sum each rounded,
+// no FMA, as the CPU reference computes it), rounded once to dtype.
 void rope(const RopeParams& p, cudaStream_t stream = nullptr);
+
+// One step's q, k, v rows (token t's heads start at q + t * q_ld elements, and
+// likewise for k and v: separate [n, heads, head_dim] tensors, or the q, k and
+// v columns of one stacked q/k/v GEMM output).
+struct RopeQkvParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;  // nullptr: no v to move
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0;
+  void* q_out = nullptr;    // [n, q_heads, head_dim]; may be q itself when q is contiguous
+  // Rotated k and copied v of token t, kv head h go to
+  // out + h * out_head_stride + slot(t) * out_slot_stride (may be k / v themselves, in place),
+  // slot(t) = slots[t] (device i32 [n]) or t when slots is nullptr.
+  void* k_out = nullptr;
+  void* v_out = nullptr;
+  int64_t out_head_stride = 0, out_slot_stride = 0;
+  const int32_t* slots = nullptr;
+  int64_t slot_limit = 0;   // k/v rows whose slot is outside [0, slot_limit) are not written
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  const int32_t* rows = nullptr;  // device [n]: token t's row of the tables
+  int64_t table_rows = 0;         // rows outside [0, table_rows) give NaN
+  int64_t n = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  DType dtype = DType::BF16;
+};
+void rope_qkv(const RopeQkvParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

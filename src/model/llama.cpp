@@ -81,8 +81,10 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     rows_ = empty_tensor(device_, DType::I32, {C});
     copy_tensor(rows_, iota);
     dcossin_ = empty_tensor(device_, DType::F32, {2 * C * (D / 2)});
-    qkv1_ = act({1, (H + 2 * KH) * D});
-    gu1_ = act({1, 2 * w_.local_intermediate});
+    const int64_t S = std::min<int64_t>(C, kGraphMaxTokens);  // the stacked GEMMs' row bound
+    qkv_ = act({S, (H + 2 * KH) * D});
+    gu_ = act({S, 2 * w_.local_intermediate});
+    fusions_ = step_fusions_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
     graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
@@ -92,6 +94,11 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
 void LlamaModel::set_cuda_graphs(bool on) {
   graphs_on_ = on && device_ == Device::CUDA && (!comm_ || comm_->graph_capturable());
   if (!graphs_on_) graphs_.clear();
+}
+
+void LlamaModel::set_step_fusions(const StepFusions& f) {
+  fusions_ = f;
+  graphs_.clear();  // the recorded steps launch what the old switches chose
 }
 
 FullKVCache LlamaModel::make_cache(int64_t capacity) const {
@@ -282,13 +289,6 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     return f;
   };
   Tensor q2 = flat(q, H * D), k2 = flat(k, KH * D), v2 = flat(v, KH * D), att2 = flat(att, H * D);
-  // A view of `shape` at element offset `at` of a contiguous tensor.
-  auto piece = [](const Tensor& t, int64_t at, std::vector<int64_t> shape) {
-    Tensor p = t;
-    p.shape = std::move(shape);
-    p.data = static_cast<uint8_t*>(t.data) + size_t(at) * dtype_size(t.dtype);
-    return p;
-  };
 
   const ops::RmsNormParams np{float(cfg_.rms_norm_eps)};
   ops::AttentionParams ap;
@@ -312,29 +312,53 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   }
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
 
+  // Step fusions (model/step_fusions.h), CUDA only; each is bit-identical to
+  // the ops it replaces. The stacked GEMMs serve every step of <= 32 tokens
+  // (one-token steps always), the skinny GEMM's range, where a row's result
+  // does not depend on the other rows; the fused RoPE + KV write needs the
+  // cache's own storage (an offloaded layer is written at the host slot).
+  const bool want_logits = logits_out && out_from < n;
+  const bool stack_step = cuda && n <= qkv_.shape[0] && (n == 1 || fusions_.stacked_gemms);
+  const bool rope_to_cache = cuda && fusions_.fused_rope_kv && !cache.offloaded();
+  const bool fuse_norm = cuda && fusions_.fused_add_norm;
+  ops::RmsNormParams np_stored = np;  // the closing add + next norm: the norm of the stored sum, as unfused
+  np_stored.rounded_sum = true;
+
   ops::embedding(w_.embed, tok, x);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
-    ops::rmsnorm(x, L.attn_norm, xn, np);
-    // One token on CUDA: q/k/v (and below gate/up) come from one GEMM over
-    // the stacked weights; the outputs are views into its row.
-    const bool fused = cuda && n == 1 && L.wqkv.data && L.w_gate_up.data;
-    if (fused) {
-      ops::linear(xn, L.wqkv, qkv1_);
-      q = piece(qkv1_, 0, {1, H, D});
-      k = piece(qkv1_, H * D, {1, KH, D});
-      v = piece(qkv1_, (H + KH) * D, {1, KH, D});
-      q2 = flat(q, H * D);
+    if (l == 0 || !fuse_norm) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
+    const bool stacked = stack_step && L.wqkv.data && L.w_gate_up.data;
+    ops::QKVRows qkv_in;
+    if (stacked) {
+      Tensor qkv = slice_rows(qkv_, 0, n);
+      ops::linear(xn, L.wqkv, qkv);
+      qkv_in = ops::qkv_rows(qkv, H, KH, D);
     } else {
       ops::linear(xn, L.wq, q2);
       ops::linear(xn, L.wk, k2);
       ops::linear(xn, L.wv, v2);
+      qkv_in = ops::qkv_rows(q, k, v);
     }
-    if (cuda) {
-      ops::rope_apply_rows(q, k, dcs, dsn, rows);
+    // After this block q holds the rotated queries and the cache layer l the
+    // chunk's K/V (capture_q_ reads q in between on the unfused paths).
+    if (rope_to_cache) {
+      Tensor kc = cache.layer_k(l), vc = cache.layer_v(l);
+      ops::rope_qkv_to_cache(qkv_in, dcs, dsn, rows, qslots, q, kc, vc);
     } else {
-      ops::rope_apply(q, cs, sn);
-      ops::rope_apply(k, cs, sn);
+      if (!cuda) {
+        ops::rope_apply(q, cs, sn);
+        ops::rope_apply(k, cs, sn);
+      } else if (stacked) {
+        ops::rope_qkv_split(qkv_in, dcs, dsn, rows, q, k, v);
+      } else {
+        ops::rope_apply_rows(q, k, dcs, dsn, rows);
+      }
+      cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
+      // Slots from the device, so a graph replay writes where it should; an
+      // offloaded cache (never captured) writes its staging slot at the host slot.
+      if (cuda && !cache.offloaded()) cache.write_at(l, qslots, k, v);
+      else cache.write(l, slot, k, v);
     }
     if (capture_q_ && capture_last_row) {
       const Tensor last = slice_rows(q2, n - 1, n);
@@ -345,30 +369,31 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
         std::copy_n(last.ptr<float>(), H * D, (*capture_q_)[size_t(l)].data());
       }
     }
-    cache.offload_before_layer(l, slot);  // [KV offload hook] wait for layer l, prefetch l + 1
-    // Slots from the device, so a graph replay writes where it should; an
-    // offloaded cache (never captured) writes its staging slot at the host slot.
-    if (cuda && !cache.offloaded()) cache.write_at(l, qslots, k, v);
-    else cache.write(l, slot, k, v);
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     row_parallel_linear(att2, L.wo);
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
-    if (fused) {
-      ops::linear(xn, L.w_gate_up, gu1_);
-      gate = piece(gu1_, 0, {1, w_.local_intermediate});
-      up = piece(gu1_, w_.local_intermediate, {1, w_.local_intermediate});
+    if (stacked) {
+      Tensor gu = slice_rows(gu_, 0, n);
+      ops::linear(xn, L.w_gate_up, gu);
+      ops::silu_mul_halves(gu, gate);
     } else {
       ops::linear(xn, L.w_gate, gate);
       ops::linear(xn, L.w_up, up);
+      ops::silu_mul(gate, up, gate);
     }
-    ops::silu_mul(gate, up, gate);
     row_parallel_linear(gate, L.w_down);
-    ops::add_inplace(x, proj);
+    if (fuse_norm && l + 1 < cfg_.num_layers) {
+      ops::add_rmsnorm(x, proj, w_.layers[size_t(l + 1)].attn_norm, xn, np_stored);  // x += mlp; xn = next norm
+    } else if (fuse_norm && want_logits) {
+      ops::add_rmsnorm(x, proj, w_.final_norm, xn, np_stored);  // every row: a row's norm depends on it alone
+    } else {
+      ops::add_inplace(x, proj);
+    }
   }
-  if (logits_out && out_from < n) {
+  if (want_logits) {
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
-    ops::rmsnorm(xs, w_.final_norm, xo, np);
+    if (!fuse_norm) ops::rmsnorm(xs, w_.final_norm, xo, np);
     const int64_t rows_out = n - out_from;
     const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
     if (!cuda) {

@@ -14,6 +14,7 @@
 #include "kv/full_cache.h"
 #include "model/config.h"
 #include "model/rope.h"
+#include "model/step_fusions.h"
 #include "model/step_graphs.h"
 #include "model/weights.h"
 
@@ -41,6 +42,10 @@ class LlamaModel {
   bool cuda_graphs() const { return graphs_on_; }
   const StepGraphs& step_graphs() const { return graphs_; }
   static constexpr int64_t kGraphMaxTokens = 32;  // the skinny GEMM / decode attention bound
+  // Which launches a CUDA step merges (model/step_fusions.h); each is
+  // bit-identical to the unfused ops. Defaults to step_fusions_default().
+  void set_step_fusions(const StepFusions& f);
+  const StepFusions& step_fusions() const { return fusions_; }
   // A cache shaped for this model (this rank's KV heads); offloaded when
   // set_kv_offload enabled it (the target's full caches: prefill snapshot,
   // top level, ar). Retrieval and draft caches are built directly, on the device.
@@ -107,8 +112,9 @@ class LlamaModel {
   Tensor cossin_, inv_freq_;
   // CUDA only: i32 inputs [tokens | positions | query slots] (n each, one
   // copy), the constant rows 0..C-1, the rope rows, f32 logits rows, and the
-  // one-token outputs of the fused q/k/v and gate/up GEMMs
-  Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv1_, gu1_;
+  // outputs of the stacked q/k/v and gate/up GEMMs (steps of <= 32 tokens)
+  Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv_, gu_;
+  StepFusions fusions_;
   // CUDA graphs: on/off, the recorded steps, pinned logits rows of a graph
   // step, and the attention split scratch the graphs point at
   bool graphs_on_ = false;

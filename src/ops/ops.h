@@ -24,6 +24,10 @@ void embedding(const Tensor& table, const Tensor& tokens, Tensor& out);
 // ---- RMSNorm (HF LlamaRMSNorm): out = w * x / sqrt(mean(x^2) + eps) ----
 struct RmsNormParams {
   float eps = 1e-6f;
+  // add_rmsnorm only: normalize the sum as stored in residual (rounded to its
+  // dtype), bit for bit add_inplace then rmsnorm; false: the unrounded sum.
+  // The same on the CPU, where activations are f32.
+  bool rounded_sum = false;
 };
 // x f32 [n, d]; weight f32 [d]; out f32 [n, d] (may alias x).
 void rmsnorm(const Tensor& x, const Tensor& weight, Tensor& out, const RmsNormParams& p);
@@ -57,8 +61,35 @@ void rope_apply(Tensor& x, const Tensor& cos, const Tensor& sin);
 // of the cos/sin tables (f32 [table_rows, half]); one launch on CUDA.
 void rope_apply_rows(Tensor& q, Tensor& k, const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows);
 
+// One step's q, k and v rows as one GEMM or three wrote them: q [n, heads,
+// hd], k and v [n, kv_heads, hd] (shapes, dtype, device and the first row's
+// address), token rows *_ld elements apart. Not a Tensor of its own: the rows
+// of a stacked q/k/v output are not contiguous.
+struct QKVRows {
+  Tensor q, k, v;
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0;
+};
+// Three contiguous tensors.
+QKVRows qkv_rows(const Tensor& q, const Tensor& k, const Tensor& v);
+// The q | k | v columns of one stacked GEMM output qkv [n, (heads + 2 kv_heads) * hd].
+QKVRows qkv_rows(const Tensor& qkv, int64_t heads, int64_t kv_heads, int64_t head_dim);
+// RoPE of q and k (as rope_apply_rows: token i uses row rows[i] of the f32
+// [table_rows, hd / 2] tables) with k and v moved in the same pass (one launch on CUDA):
+// rope_qkv_split: q_out = rope(q), k_out = rope(k), v_out = v, contiguous
+//   [n, heads or kv_heads, hd] (the unfused path after a stacked GEMM).
+// rope_qkv_to_cache: q_out = rope(q); rope(k) and v of token i go to slot
+//   slots[i] (i32 [n]) of one cache layer k_cache, v_cache [kv_heads, capacity, hd].
+// q_out may be in.q itself when that is contiguous.
+void rope_qkv_split(const QKVRows& in, const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows,
+                    Tensor& q_out, Tensor& k_out, Tensor& v_out);
+void rope_qkv_to_cache(const QKVRows& in, const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows,
+                       const Tensor& slots, Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
+
 // ---- SwiGLU: out = silu(gate) * up; all [n, inter]; out may alias gate ----
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+// The same from a stacked gate/up GEMM output gate_up [n, 2 * inter] (gate
+// the first half of each row, up the second) into out [n, inter].
+void silu_mul_halves(const Tensor& gate_up, Tensor& out);
 
 // ---- attention over a KV view ----
 // What a cache hands attention for one layer: K and V for kv head h, slot j

@@ -1,16 +1,31 @@
 // Whole-model steps of the synthetic shapes on one GPU: the 7B decode step and
 // a 7-token verification at contexts 8K..128K, the 7B step on a retrieval
-// level's cache (budget 4096 + gamma 6: n = 1 and n = gamma), the draft step of
-// the llama-68m shape on its StreamingLLM cache (16 sinks + 234 window), each
-// with CUDA graphs (second argument 1) and eagerly (0); and prefill at 8K..128K.
+// level's cache (budget 4096 + tail: n = 1, 3 (TriForce's middle level) and
+// gamma = 6), the draft step of the llama-68m shape on its StreamingLLM cache
+// (16 sinks + 234 window), the SmolLM2-135M step at a short context and at
+// 6478 slots, each with CUDA graphs (second argument 1) and eagerly (0); and
+// prefill at 8K..128K.
 // The floor of a step is (weight bytes + KV bytes read) / 4.22 TB/s, the
-// measured HBM read peak of the H200. Steps are timed on the host around
+// measured HBM read peak of the H200; of a prefill, the larger of that and
+// its matmul FLOPs / 989 TFLOP/s (dense bf16 peak). Every benchmark reports
+// x_floor = time / floor. Steps are timed on the host around
 // LlamaModel::forward, which ends with the logits' device-to-host copy, so the
 // time is the full latency a caller sees (launches included), after warm-up;
-// step_ms is the median over the iterations.
+// step_ms is the median over the iterations. The counters stacked / rope_kv /
+// add_norm show the step fusions in force (TRIFORCE_STACKED_GEMMS,
+// TRIFORCE_FUSED_ROPE_KV, TRIFORCE_FUSED_ADD_NORM).
+//
+// Per-kernel times: the timed iterations (not the model setup or the warm-up)
+// run between cudaProfilerStart and cudaProfilerStop, and TRIFORCE_BENCH_STEPS=N
+// fixes every benchmark at N iterations, so for example
+//   TRIFORCE_BENCH_STEPS=1 ncu --clock-control none --profile-from-start off \
+//     --metrics gpu__time_duration.sum --print-summary per-kernel \
+//     bench_model_gpu --benchmark_filter='BM_RetrievalStep7B/4099/0/3'
+// prints the microseconds of each kernel of one eager 7B retrieval step.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -19,17 +34,41 @@
 #include "model/llama.h"
 #include "model/weights_device.h"
 
+#ifdef TRIFORCE_HAVE_CUDA
+#include <cuda_profiler_api.h>
+#endif
+
 using namespace tf;
 
 namespace {
 
 constexpr double kPeakBytesPerS = 4.22e12;
+constexpr double kPeakFlopsPerS = 989e12;
+
+// The profiled region: the timed iterations only (ncu --profile-from-start off).
+void profile_begin() {
+#ifdef TRIFORCE_HAVE_CUDA
+  cudaProfilerStart();
+#endif
+}
+void profile_end() {
+#ifdef TRIFORCE_HAVE_CUDA
+  device_synchronize();
+  cudaProfilerStop();
+#endif
+}
+
+// TRIFORCE_BENCH_STEPS=N: every benchmark runs exactly N iterations (a cheap profile).
+void fixed_steps(benchmark::internal::Benchmark* b) {
+  const char* s = std::getenv("TRIFORCE_BENCH_STEPS");
+  if (s && std::atoi(s) > 0) b->Iterations(std::atoi(s));
+}
 constexpr int64_t kMaxContext = 131072 + 64;
 
 struct Loaded {
   ModelConfig cfg;
   std::unique_ptr<LlamaModel> model;
-  std::unique_ptr<FullKVCache> cache;                     // kMaxContext slots
+  std::unique_ptr<FullKVCache> cache;                     // the full context (made on first use)
   std::map<int64_t, std::unique_ptr<FullKVCache>> small;  // a retrieval or streaming level's cache, by capacity
 };
 
@@ -42,13 +81,19 @@ Loaded& get(const std::string& name) {
   Loaded& l = models[name];
   l.cfg = synthetic_config(name);
   l.model = std::make_unique<LlamaModel>(l.cfg, synthetic_weights(l.cfg, Device::CUDA, DType::BF16), 2048);
-  const int64_t full = std::min<int64_t>(kMaxContext, l.cfg.max_position_embeddings + 64);
-  l.cache = std::make_unique<FullKVCache>(l.model->make_cache(full));
   return l;
 }
 
+FullKVCache& full_cache(Loaded& l) {
+  if (!l.cache) {
+    const int64_t full = std::min<int64_t>(kMaxContext, l.cfg.max_position_embeddings + 64);
+    l.cache = std::make_unique<FullKVCache>(l.model->make_cache(full));
+  }
+  return *l.cache;
+}
+
 FullKVCache& cache_of(Loaded& l, int64_t capacity) {
-  if (capacity <= 0) return *l.cache;
+  if (capacity <= 0) return full_cache(l);
   auto& c = l.small[capacity];
   if (!c) c = std::make_unique<FullKVCache>(l.model->make_cache(capacity));
   return *c;
@@ -56,6 +101,12 @@ FullKVCache& cache_of(Loaded& l, int64_t capacity) {
 
 double weight_bytes(const ModelConfig& c) { return double(c.param_count()) * 2.0; }
 double kv_bytes(const ModelConfig& c, int64_t ctx) { return 2.0 * c.num_layers * c.kv_dim() * 2.0 * double(ctx); }
+
+void fusion_counters(benchmark::State& state, const LlamaModel& m) {
+  state.counters["stacked"] = m.step_fusions().stacked_gemms;
+  state.counters["rope_kv"] = m.step_fusions().fused_rope_kv;
+  state.counters["add_norm"] = m.step_fusions().fused_add_norm;
+}
 
 // Claim `len` slots (positions 0..len-1) without computing them: a step's cost
 // does not depend on the cached values.
@@ -84,6 +135,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
     cache.truncate(ctx - n_tokens);
   }
   std::vector<double> times;
+  profile_begin();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     l.model->forward(toks, pos, cache, n_tokens);
@@ -93,6 +145,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
     times.push_back(dt);
     cache.truncate(ctx - n_tokens);
   }
+  profile_end();
   std::sort(times.begin(), times.end());
   const double floor_s = (weight_bytes(l.cfg) + kv_bytes(l.cfg, ctx)) / kPeakBytesPerS;
   const double median_s = times.empty() ? 0.0 : times[times.size() / 2];
@@ -101,6 +154,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.counters["x_floor"] = median_s / floor_s;  // 1.0 = at the bandwidth floor
   state.counters["graphs"] = graphs ? 1 : 0;
   state.counters["replays"] = double(l.model->step_graphs().replays());
+  fusion_counters(state, *l.model);
   state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager"));
 }
 
@@ -109,19 +163,31 @@ void prefill(benchmark::State& state, const std::string& name) {
   const int64_t n = state.range(0);
   std::vector<int32_t> toks(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = int32_t((i * 7919) % l.cfg.vocab_size);
+  FullKVCache& cache = full_cache(l);
   double total = 0;
+  profile_begin();
   for (auto _ : state) {
-    l.cache->truncate(0);
+    cache.truncate(0);
     const auto t0 = std::chrono::steady_clock::now();
-    l.model->forward(toks, *l.cache, 1);
+    l.model->forward(toks, cache, 1);
     const auto t1 = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(t1 - t0).count();
     state.SetIterationTime(dt);
     total += dt;
   }
+  profile_end();
   const double mean_s = total / double(state.iterations());
+  // matmul FLOPs: 2 per weight per token, plus causal attention QK^T and PV
+  // (2 * 2 * n^2 / 2 * heads * head_dim per layer).
+  const ModelConfig& c = l.cfg;
+  const double flops = 2.0 * double(c.param_count()) * double(n) +
+                       2.0 * double(n) * double(n) * double(c.num_heads) * double(c.head_dim) * double(c.num_layers);
+  const double floor_s = std::max((weight_bytes(c) + kv_bytes(c, n)) / kPeakBytesPerS, flops / kPeakFlopsPerS);
   state.counters["prefill_s"] = mean_s;
   state.counters["tokens_per_s"] = double(n) / mean_s;
+  state.counters["floor_s"] = floor_s;
+  state.counters["x_floor"] = mean_s / floor_s;
+  fusion_counters(state, *l.model);
   state.SetLabel(name);
 }
 
@@ -138,19 +204,24 @@ void BM_DraftStep68M(benchmark::State& s) { step(s, "synthetic:llama-68m", 1, kD
 void BM_Verify7_7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 7); }
 void BM_Prefill7B(benchmark::State& s) { prefill(s, "synthetic:llama2-7b-128k"); }
 void BM_Decode8B_GQA(benchmark::State& s) { step(s, "synthetic:llama3.1-8b", 1); }
+// SmolLM2-135M, the default model's shape: a step at a short context and at
+// 6478 slots (the long default prompt).
+void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1); }
 
 }  // namespace
 
 // Arguments: context, graphs (1) or eager (0)[, tokens].
-BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Verify7_7B)->ArgsProduct({{8192, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify7_7B)->ArgsProduct({{8192, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 // Context = what the step's attention reads: the budget plus the step's tokens.
 BENCHMARK(BM_RetrievalStep7B)
     ->Args({kRetrievalBudget + 1, 1, 1})->Args({kRetrievalBudget + 1, 0, 1})
+    ->Args({kRetrievalBudget + 3, 1, 3})->Args({kRetrievalBudget + 3, 0, 3})
     ->Args({kRetrievalBudget + kGamma, 1, kGamma})->Args({kRetrievalBudget + kGamma, 0, kGamma})
-    ->UseManualTime()->Unit(benchmark::kMillisecond);
+    ->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_Prefill7B)->Arg(8192)->Arg(32768)->Arg(131072)->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
-BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 
 BENCHMARK_MAIN();

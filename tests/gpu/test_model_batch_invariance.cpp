@@ -3,7 +3,8 @@
 // bit-identical to the one-token decode step of that token, at long context
 // (thousands of slots, many attention splits), on SmolLM2-135M's real weights
 // when the default GGUF is cached and on its synthetic shape, with the stacked
-// one-token GEMMs and without them, graphs on and off.
+// GEMMs and without them, graphs on and off, and the step fusions
+// (model/step_fusions.h) all on and all off.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,15 +64,20 @@ void check(const ModelConfig& cfg, LlamaWeights w, const std::string& name) {
     LlamaWeights ws = w;
     if (!stacked)
       for (auto& L : ws.layers) L.wqkv = Tensor(), L.w_gate_up = Tensor();
-    for (bool graphs : {true, false}) {
-      LlamaModel m(cfg, ws, 512);
-      m.set_cuda_graphs(graphs);
-      for (int64_t prompt : {1000, 6478}) {
-        const Mismatch r = decode_vs_verify(m, prompt, 70);
-        std::printf("[ invariance ] %s stacked=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
-                    name.c_str(), int(stacked), int(graphs), (long long)prompt, (long long)r.rows, (long long)r.first,
-                    r.max_abs);
-        EXPECT_EQ(r.rows, 0) << name << " stacked=" << stacked << " graphs=" << graphs << " prompt " << prompt;
+    for (bool fused : {true, false}) {
+      if (!stacked && !fused) continue;  // without stacked weights only the other two switches act
+      for (bool graphs : {true, false}) {
+        LlamaModel m(cfg, ws, 512);
+        m.set_cuda_graphs(graphs);
+        m.set_step_fusions(fused ? StepFusions{true, true, true} : StepFusions{false, false, false});
+        for (int64_t prompt : {1000, 6478}) {
+          const Mismatch r = decode_vs_verify(m, prompt, 70);
+          std::printf("[ invariance ] %s stacked=%d fusions=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
+                      name.c_str(), int(stacked), int(fused), int(graphs), (long long)prompt, (long long)r.rows,
+                      (long long)r.first, r.max_abs);
+          EXPECT_EQ(r.rows, 0) << name << " stacked=" << stacked << " fusions=" << fused << " graphs=" << graphs
+                               << " prompt " << prompt;
+        }
       }
     }
   }

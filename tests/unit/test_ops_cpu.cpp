@@ -1,6 +1,7 @@
 // CPU ops vs naive double-precision loops over awkward shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -275,4 +276,133 @@ TEST(OpsCpu, SoftmaxTopP) {
   const double z2 = std::exp(0.5) + std::exp(1.0) + std::exp(1.5) + std::exp(2.0);
   EXPECT_NEAR(p.ptr<float>()[0], std::exp(0.5) / z2, 1e-6);
   EXPECT_THROW(ops::softmax_top_p(l, p, {0.0f, 1.0f, 1}), tf::Error);
+}
+
+// ---- the step fusions (ops_step_cpu.cpp) against the unfused CPU ops ----
+
+namespace {
+
+// cos/sin tables of `rows` positions for head_dim D (the model's f32 rows).
+void rope_tables(int64_t rows, int64_t D, Tensor& cos, Tensor& sin) {
+  const int64_t half = D / 2;
+  Tensor inv = Tensor::cpu(DType::F32, {half});
+  for (int64_t i = 0; i < half; ++i) inv.ptr<float>()[i] = std::pow(10000.0f, -float(2 * i) / float(D));
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) pos[size_t(i)] = int32_t(i * 37 + 5);
+  cos = Tensor::cpu(DType::F32, {rows, half}), sin = Tensor::cpu(DType::F32, {rows, half});
+  ops::rope_cos_sin(inv, i32(pos), cos, sin, {1.0f});
+}
+
+std::vector<double> as_ref(const Tensor& t) { return std::vector<double>(t.ptr<float>(), t.ptr<float>() + t.numel()); }
+
+// Columns [c0, c0 + cols) of a [n, ld] tensor as a contiguous [n, cols / D, D] copy.
+Tensor columns(const Tensor& t, int64_t c0, int64_t cols, int64_t D) {
+  const int64_t n = t.shape[0], ld = t.shape[1];
+  Tensor o = Tensor::cpu(DType::F32, {n, cols / D, D});
+  for (int64_t i = 0; i < n; ++i) std::copy_n(t.ptr<float>() + i * ld + c0, cols, o.ptr<float>() + i * cols);
+  return o;
+}
+
+}  // namespace
+
+TEST(OpsCpu, RopeQkvSplitAndToCacheMatchUnfused) {
+  std::mt19937 rng(7);
+  struct Shape { int64_t H, KH, D; };
+  for (Shape s : {Shape{4, 4, 8}, Shape{9, 3, 64}, Shape{8, 1, 128}})
+    for (int64_t n : {1, 3, 32}) {
+      SCOPED_TRACE(::testing::Message() << "H=" << s.H << " KH=" << s.KH << " D=" << s.D << " n=" << n);
+      const int64_t D = s.D, ld = (s.H + 2 * s.KH) * D, table_rows = 50, cap = 2 * n + 5;
+      Tensor cos, sin;
+      rope_tables(table_rows, D, cos, sin);
+      std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) rows_v[size_t(i)] = int32_t((i * 13 + 4) % table_rows);
+      for (int64_t i = 0; i < n; ++i) slots_v[size_t(i)] = int32_t(cap - 1 - 2 * i);  // distinct, descending, gaps
+      Tensor rows = i32(rows_v), slots = i32(slots_v);
+      Tensor qkv = randn({n, ld}, rng);
+      // The unfused reference: separate q, k, v, rope_apply_rows, then a cache write by hand.
+      Tensor q = columns(qkv, 0, s.H * D, D), k = columns(qkv, s.H * D, s.KH * D, D);
+      Tensor v = columns(qkv, (s.H + s.KH) * D, s.KH * D, D);
+      ops::rope_apply_rows(q, k, cos, sin, rows);
+      for (bool stacked : {true, false}) {
+        const ops::QKVRows in = stacked ? ops::qkv_rows(qkv, s.H, s.KH, D)
+                                        : ops::qkv_rows(columns(qkv, 0, s.H * D, D), columns(qkv, s.H * D, s.KH * D, D),
+                                                        columns(qkv, (s.H + s.KH) * D, s.KH * D, D));
+        Tensor qo = Tensor::cpu(DType::F32, {n, s.H, D}), ko = Tensor::cpu(DType::F32, {n, s.KH, D});
+        Tensor vo = Tensor::cpu(DType::F32, {n, s.KH, D});
+        ops::rope_qkv_split(in, cos, sin, rows, qo, ko, vo);
+        expect_close(qo, as_ref(q), 1e-6, "split q");
+        expect_close(ko, as_ref(k), 1e-6, "split k");
+        expect_close(vo, as_ref(v), 1e-12, "split v");
+        Tensor kc = Tensor::cpu(DType::F32, {s.KH, cap, D}), vc = Tensor::cpu(DType::F32, {s.KH, cap, D});
+        for (Tensor* c : {&kc, &vc}) std::fill_n(c->ptr<float>(), c->numel(), 7.5f);
+        Tensor q2 = Tensor::cpu(DType::F32, {n, s.H, D});
+        ops::rope_qkv_to_cache(in, cos, sin, rows, slots, q2, kc, vc);
+        expect_close(q2, as_ref(q), 1e-6, "to_cache q");
+        std::vector<double> kref(size_t(kc.numel()), 7.5), vref(size_t(vc.numel()), 7.5);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < s.KH; ++h)
+            for (int64_t j = 0; j < D; ++j) {
+              const size_t at = size_t((h * cap + slots_v[size_t(t)]) * D + j);
+              kref[at] = k.ptr<float>()[(t * s.KH + h) * D + j];
+              vref[at] = v.ptr<float>()[(t * s.KH + h) * D + j];
+            }
+        expect_close(kc, kref, 1e-6, "to_cache K (written slots rotated, the others untouched)");
+        expect_close(vc, vref, 1e-12, "to_cache V");
+      }
+      // A slot outside the layer is refused with one line, not written.
+      Tensor kc = Tensor::cpu(DType::F32, {s.KH, cap, D}), vc = Tensor::cpu(DType::F32, {s.KH, cap, D});
+      Tensor qo = Tensor::cpu(DType::F32, {n, s.H, D});
+      std::vector<int32_t> bad = slots_v;
+      bad.back() = int32_t(cap);
+      EXPECT_THROW(ops::rope_qkv_to_cache(ops::qkv_rows(qkv, s.H, s.KH, D), cos, sin, rows, i32(bad), qo, kc, vc),
+                   tf::Error);
+    }
+}
+
+TEST(OpsCpu, RopeQkvShapeErrors) {
+  std::mt19937 rng(8);
+  Tensor cos, sin;
+  rope_tables(8, 16, cos, sin);
+  Tensor qkv = randn({2, (4 + 2 * 2) * 16}, rng);
+  EXPECT_THROW(ops::qkv_rows(qkv, 4, 1, 16), tf::Error);  // the row is not (H + 2 KH) * D
+  Tensor qo = Tensor::cpu(DType::F32, {2, 4, 16}), ko = Tensor::cpu(DType::F32, {2, 2, 16});
+  Tensor vo = Tensor::cpu(DType::F32, {2, 2, 16}), bad_q = Tensor::cpu(DType::F32, {2, 3, 16});
+  const ops::QKVRows in = ops::qkv_rows(qkv, 4, 2, 16);
+  EXPECT_THROW(ops::rope_qkv_split(in, cos, sin, i32({0}), qo, ko, vo), tf::Error);  // rows for 1 of 2 tokens
+  EXPECT_THROW(ops::rope_qkv_split(in, cos, sin, i32({0, 1}), bad_q, ko, vo), tf::Error);
+  EXPECT_THROW(ops::rope_qkv_split(in, cos, sin, i32({0, 8}), qo, ko, vo), tf::Error);  // row outside the table
+  ops::rope_qkv_split(in, cos, sin, i32({0, 7}), qo, ko, vo);
+}
+
+TEST(OpsCpu, SiluMulHalvesAndRoundedAddNorm) {
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 3, 32})
+    for (int64_t I : {8, 1408}) {
+      Tensor gu = randn({n, 2 * I}, rng, 3.0f), out = Tensor::cpu(DType::F32, {n, I});
+      Tensor g = Tensor::cpu(DType::F32, {n, I}), u = Tensor::cpu(DType::F32, {n, I});
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(gu.ptr<float>() + i * 2 * I, I, g.ptr<float>() + i * I);
+        std::copy_n(gu.ptr<float>() + i * 2 * I + I, I, u.ptr<float>() + i * I);
+      }
+      ops::silu_mul_halves(gu, out);
+      ops::silu_mul(g, u, g);
+      expect_close(out, as_ref(g), 1e-12, "silu_mul_halves");
+    }
+  Tensor bad = Tensor::cpu(DType::F32, {2, 7});
+  Tensor gu = randn({2, 16}, rng);
+  EXPECT_THROW(ops::silu_mul_halves(gu, bad), tf::Error);
+  // rounded_sum: on f32 activations the stored sum is the sum, so add_rmsnorm
+  // with it is add_inplace followed by rmsnorm, exactly.
+  for (int64_t d : {64, 576}) {
+    Tensor r1 = randn({3, d}, rng), x = randn({3, d}, rng), w = randn({d}, rng);
+    Tensor r2 = Tensor::cpu(DType::F32, {3, d}), o1 = Tensor::cpu(DType::F32, {3, d}), o2 = Tensor::cpu(DType::F32, {3, d});
+    std::copy_n(r1.ptr<float>(), r1.numel(), r2.ptr<float>());
+    ops::RmsNormParams p{1e-5f};
+    p.rounded_sum = true;
+    ops::add_rmsnorm(r1, x, w, o1, p);
+    ops::add_inplace(r2, x);
+    ops::rmsnorm(r2, w, o2, {1e-5f});
+    expect_close(r1, as_ref(r2), 1e-12, "residual");
+    expect_close(o1, as_ref(o2), 1e-12, "norm");
+  }
 }

@@ -100,7 +100,7 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
            "add_rmsnorm: shapes do not match");
   cuda::RmsNormParams p;
   p.residual = residual.data, p.x = x.data, p.weight = weight.data, p.out = out.data;
-  p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype;
+  p.n = x.shape[0], p.d = x.shape[1], p.eps = rp.eps, p.dtype = x.dtype, p.rounded_sum = rp.rounded_sum;
   cuda::rmsnorm(p, cuda::compute_stream());
 }
 
@@ -178,6 +178,39 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   cuda::SiluMulParams p;
   p.gate = gate.data, p.up = up.data, p.out = out.data, p.count = gate.numel(), p.dtype = gate.dtype;
   cuda::silu_mul(p, cuda::compute_stream());
+}
+
+void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
+  expect_dev("silu_mul_halves", "gate_up", gate_up, 2);
+  expect_dev("silu_mul_halves", "out", out, 2);
+  expect_half("silu_mul_halves", "out", out, gate_up.dtype);
+  const int64_t inter = out.shape[1];
+  cuda::SiluMulParams p;
+  p.gate = gate_up.data, p.up = static_cast<const uint8_t*>(gate_up.data) + size_t(inter) * dtype_size(gate_up.dtype);
+  p.out = out.data, p.count = out.numel(), p.dtype = out.dtype, p.cols = inter, p.ld = 2 * inter;
+  cuda::silu_mul(p, cuda::compute_stream());
+}
+
+void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
+              Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache) {
+  const char* op = to_cache ? "rope_qkv_to_cache" : "rope_qkv_split";
+  expect_dev(op, "q", in.q, 3);
+  expect_dev(op, "cos", cos, 2);
+  expect_dev(op, "rows", rows, 1);
+  expect_half(op, "q", in.q, in.q.dtype);
+  const int64_t D = in.q.shape[2];
+  cuda::RopeQkvParams p;
+  p.q = in.q.data, p.k = in.k.data, p.v = in.v.data, p.q_ld = in.q_ld, p.k_ld = in.k_ld, p.v_ld = in.v_ld;
+  p.q_out = q_out.data, p.k_out = k_dst.data, p.v_out = v_dst.data;
+  if (to_cache) {
+    p.out_head_stride = k_dst.shape[1] * D, p.out_slot_stride = D;
+    p.slots = slots->ptr<int32_t>(), p.slot_limit = k_dst.shape[1];
+  } else {
+    p.out_head_stride = D, p.out_slot_stride = in.k.shape[1] * D, p.slot_limit = in.q.shape[0];
+  }
+  p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>(), p.rows = rows.ptr<int32_t>(), p.table_rows = cos.shape[0];
+  p.n = in.q.shape[0], p.q_heads = in.q.shape[1], p.kv_heads = in.k.shape[1], p.head_dim = D, p.dtype = in.q.dtype;
+  cuda::rope_qkv(p, cuda::compute_stream());
 }
 
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& ap) {
@@ -274,6 +307,11 @@ void cast(const Tensor&, Tensor&) { none("cast"); }
 void linear(const Tensor&, const Tensor&, Tensor&) { none("linear"); }
 void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&) { none("rope_apply_rows"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
+void silu_mul_halves(const Tensor&, Tensor&) { none("silu_mul_halves"); }
+void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const Tensor*, Tensor&, Tensor&, Tensor&,
+              bool to_cache) {
+  none(to_cache ? "rope_qkv_to_cache" : "rope_qkv_split");
+}
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&) { none("argmax"); }
 void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax_top_p"); }

@@ -14,6 +14,12 @@ void cast(const Tensor& src, Tensor& dst);
 void linear(const Tensor& x, const Tensor& weight, Tensor& y);
 void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void silu_mul_halves(const Tensor& gate_up, Tensor& out);
+// rope_qkv_split (to_cache false: k_dst, v_dst [n, kv_heads, hd]) and
+// rope_qkv_to_cache (true: one cache layer [kv_heads, capacity, hd] at *slots);
+// ops_step_cpu.cpp has checked the shapes.
+void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
+              Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);

@@ -1,0 +1,32 @@
+#include "model/step_fusions.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+
+namespace tf {
+
+namespace {
+bool switch_from_env(const char* name, bool fallback) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return fallback;
+  const std::string v(s);
+  if (v == "1") return true;
+  if (v == "0") return false;
+  TF_FAIL(name << "=" << v << ": expected 0 or 1");
+}
+}  // namespace
+
+const StepFusions& step_fusions_default() {
+  static const StepFusions f = [] {
+    StepFusions d;
+    d.stacked_gemms = switch_from_env("TRIFORCE_STACKED_GEMMS", d.stacked_gemms);
+    d.fused_rope_kv = switch_from_env("TRIFORCE_FUSED_ROPE_KV", d.fused_rope_kv);
+    d.fused_add_norm = switch_from_env("TRIFORCE_FUSED_ADD_NORM", d.fused_add_norm);
+    return d;
+  }();
+  return f;
+}
+
+}  // namespace tf

@@ -1,0 +1,28 @@
+// Which launches a CUDA forward step merges, each behind a process-wide
+// switch so the H200 can A/B them. Every fusion is bit-identical to the ops it
+// replaces (tests/gpu/test_model_step_fusions.cpp), so a switch changes time,
+// never tokens.
+//   stacked_gemms (TRIFORCE_STACKED_GEMMS): q/k/v and gate/up from one GEMM
+//     over the stacked weights for every step of <= 32 tokens (off: for
+//     one-token steps only, as before).
+//   fused_rope_kv (TRIFORCE_FUSED_ROPE_KV): RoPE of q and k and the K/V cache
+//     write in one launch (off: rope, then the cache write).
+//   fused_add_norm (TRIFORCE_FUSED_ADD_NORM): a layer's closing residual add
+//     with the next layer's RMSNorm, or the last one with the final norm, in
+//     one launch (off: add, then norm).
+#pragma once
+
+namespace tf {
+
+struct StepFusions {
+  bool stacked_gemms = true;
+  bool fused_rope_kv = true;
+  bool fused_add_norm = true;
+};
+
+// The defaults of models made in this process: every fusion on, unless its
+// environment variable says 0 (or 1). Read once; any other value fails with
+// one line naming the variable.
+const StepFusions& step_fusions_default();
+
+}  // namespace tf

@@ -1,0 +1,271 @@
+// The fused step ops (ctest label gpu) against the CPU reference ops and, bit
+// for bit, against the unfused CUDA ops they replace in LlamaModel's step:
+// rope_qkv_to_cache (RoPE of q and k + the K/V cache write) and rope_qkv_split
+// from a stacked q/k/v GEMM output or from separate q, k, v; silu_mul_halves
+// from a stacked gate/up output; add_rmsnorm with rounded_sum (the closing
+// add + the next norm); and the stacked q/k/v and gate/up GEMMs themselves.
+// Shapes: head_dim 64/128, MHA and GQA (9/3 as SmolLM2, 32/8 as Llama 3),
+// n = 1..32, f16 and bf16. Every output is poisoned (0xFF: NaN) first; cache
+// slots the op must not touch have to stay poisoned. SKIPPED without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/device.h"
+#include "kv/full_cache.h"
+#include "ops/ops.h"
+#include "random_data.h"
+#include "require_device.h"
+
+#ifdef TRIFORCE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+using namespace tf;
+
+namespace {
+
+const DType kDtypes[] = {DType::F16, DType::BF16};
+const int64_t kSteps[] = {1, 2, 3, 7, 13, 32};
+
+Tensor host_random(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
+  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  tf::testing::fill_uniform(v, 0, v.size(), seed);
+  for (size_t i = 0; i < v.size(); ++i) t.ptr<float>()[i] = scale * v[i];
+  return t;
+}
+Tensor device_i32(const std::vector<int32_t>& v) {
+  Tensor h = Tensor::cpu(DType::I32, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), h.ptr<int32_t>());
+  Tensor d = empty_tensor(Device::CUDA, DType::I32, h.shape);
+  copy_tensor(d, h);
+  return d;
+}
+Tensor device_f32(const Tensor& h) { return to_device_as(h, Device::CUDA, DType::F32); }
+void poison(Tensor& t) { ASSERT_EQ(cudaMemset(t.data, 0xFF, t.bytes()), cudaSuccess); }
+Tensor poisoned(DType dt, std::vector<int64_t> shape) {
+  Tensor t = empty_tensor(Device::CUDA, dt, std::move(shape));
+  poison(t);
+  return t;
+}
+std::vector<uint8_t> raw(const Tensor& t) {
+  std::vector<uint8_t> b(t.bytes());
+  copy_bytes(b.data(), Device::CPU, t.data, t.device, b.size());
+  return b;
+}
+void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.bytes(), b.bytes()) << what;
+  EXPECT_TRUE(raw(a) == raw(b)) << what << ": fused and unfused bits differ";
+}
+// |got - ref| <= atol + rtol |ref| at every element, no NaN (ref f32 host).
+void expect_close(const Tensor& got_dev, const float* ref, int64_t count, DType dt, const std::string& what,
+                  float scale = 1.0f) {
+  const Tensor got = to_host_f32(got_dev);
+  ASSERT_EQ(got.numel(), count) << what;
+  const float rtol = dt == DType::BF16 ? 1.6e-2f : 2e-3f, atol = (dt == DType::BF16 ? 1e-2f : 1.5e-3f) * scale;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = got.ptr<float>()[i];
+    if (!(std::isfinite(g) && std::fabs(g - ref[i]) <= atol + rtol * std::fabs(ref[i])) && bad++ == 0)
+      ADD_FAILURE() << what << " [" << dtype_name(dt) << "] element " << i << ": got " << g << " want " << ref[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// f32 cos/sin tables of `rows` positions spread up to 100K (rope_cos_sin, as the model's host rows).
+void rope_tables(int64_t rows, int64_t D, Tensor& cos, Tensor& sin) {
+  const int64_t half = D / 2;
+  Tensor inv = Tensor::cpu(DType::F32, {half}), pos = Tensor::cpu(DType::I32, {rows});
+  for (int64_t i = 0; i < half; ++i) inv.ptr<float>()[i] = std::pow(500000.0f, -float(2 * i) / float(D));
+  for (int64_t i = 0; i < rows; ++i) pos.ptr<int32_t>()[i] = int32_t((i * 7919) % 100000);
+  cos = Tensor::cpu(DType::F32, {rows, half}), sin = Tensor::cpu(DType::F32, {rows, half});
+  ops::rope_cos_sin(inv, pos, cos, sin, {1.0f});
+}
+
+// Contiguous [n, cols / D, D] copy of columns [c0, c0 + cols) of a host [n, ld] tensor.
+Tensor host_columns(const Tensor& t, int64_t c0, int64_t cols, int64_t D) {
+  const int64_t n = t.shape[0], ld = t.shape[1];
+  Tensor o = Tensor::cpu(DType::F32, {n, cols / D, D});
+  for (int64_t i = 0; i < n; ++i) std::copy_n(t.ptr<float>() + i * ld + c0, cols, o.ptr<float>() + i * cols);
+  return o;
+}
+
+struct HeadShape {
+  int64_t H, KH, D;
+};
+const HeadShape kHeads[] = {{4, 4, 64}, {9, 3, 64}, {8, 2, 128}, {32, 8, 128}};
+
+}  // namespace
+
+TEST(KernelsStepFusions, RopeQkvToCacheAndSplitMatchCpuAndUnfused) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (HeadShape s : kHeads)
+      for (int64_t n : kSteps)
+        for (bool stacked : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " H=" << s.H << " KH=" << s.KH << " D=" << s.D
+                                            << " n=" << n << " stacked=" << stacked);
+          const int64_t H = s.H, KH = s.KH, D = s.D, ld = (H + 2 * KH) * D, table_rows = 40, cap = 2 * n + 7;
+          Tensor cos, sin;
+          rope_tables(table_rows, D, cos, sin);
+          std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) rows_v[size_t(i)] = int32_t((i * 11 + 3) % table_rows);
+          for (int64_t i = 0; i < n; ++i) slots_v[size_t(i)] = int32_t(cap - 1 - 2 * i);  // distinct, with gaps
+          Tensor dcos = device_f32(cos), dsin = device_f32(sin), drows = device_i32(rows_v), dslots = device_i32(slots_v);
+          // Inputs as the device sees them (rounded to dt), also on the host in f32.
+          Tensor dqkv = to_device_as(host_random({n, ld}, 100 + n + D, 3.0f), Device::CUDA, dt);
+          Tensor hqkv = to_host_f32(dqkv);
+          Tensor hq = host_columns(hqkv, 0, H * D, D), hk = host_columns(hqkv, H * D, KH * D, D);
+          Tensor hv = host_columns(hqkv, (H + KH) * D, KH * D, D);
+          Tensor dq = to_device_as(hq, Device::CUDA, dt), dk = to_device_as(hk, Device::CUDA, dt);
+          Tensor dv = to_device_as(hv, Device::CUDA, dt);
+          const ops::QKVRows in = stacked ? ops::qkv_rows(dqkv, H, KH, D) : ops::qkv_rows(dq, dk, dv);
+
+          // Unfused CUDA: rope_apply_rows in place, then the cache write at the device slots.
+          Tensor uq = to_device_as(hq, Device::CUDA, dt), uk = to_device_as(hk, Device::CUDA, dt);
+          ops::rope_apply_rows(uq, uk, dcos, dsin, drows);
+          FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
+          std::vector<int32_t> all(static_cast<size_t>(cap));
+          for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
+          for (FullKVCache* c : {&ucache, &fcache}) {
+            c->append_slots(all.data(), cap);
+            Tensor lk = c->layer_k(0), lv = c->layer_v(0);
+            poison(lk), poison(lv);
+          }
+          ucache.write_at(0, dslots, uk, dv);
+
+          // Fused, to the cache.
+          Tensor fq = poisoned(dt, {n, H, D}), fk = fcache.layer_k(0), fv = fcache.layer_v(0);
+          ops::rope_qkv_to_cache(in, dcos, dsin, drows, dslots, fq, fk, fv);
+          expect_bitwise(fq, uq, "to_cache q");
+          expect_bitwise(fk, ucache.layer_k(0), "to_cache K layer (written and untouched slots)");
+          expect_bitwise(fv, ucache.layer_v(0), "to_cache V layer");
+          // Untouched slots stay poisoned: slot cap - 2 - 2i is never written.
+          {
+            const std::vector<uint8_t> kb = raw(fk);
+            for (int64_t h = 0; h < KH; ++h)
+              for (int64_t i = 0; i < n; ++i) {
+                const size_t at = size_t((h * cap + (cap - 2 - 2 * i)) * D) * 2;
+                for (int64_t j = 0; j < D * 2; ++j) ASSERT_EQ(kb[at + size_t(j)], 0xFF) << "slot " << cap - 2 - 2 * i;
+              }
+          }
+          // Fused, split into contiguous rows.
+          Tensor sq = poisoned(dt, {n, H, D}), sk = poisoned(dt, {n, KH, D}), sv = poisoned(dt, {n, KH, D});
+          ops::rope_qkv_split(in, dcos, dsin, drows, sq, sk, sv);
+          expect_bitwise(sq, uq, "split q");
+          expect_bitwise(sk, uk, "split k");
+          expect_bitwise(sv, dv, "split v");
+
+          // CPU reference (f32) on the same rounded inputs.
+          Tensor rq = Tensor::cpu(DType::F32, {n, H, D}), rk = Tensor::cpu(DType::F32, {n, KH, D});
+          Tensor rv = Tensor::cpu(DType::F32, {n, KH, D});
+          Tensor hrows = Tensor::cpu(DType::I32, {n});
+          std::copy(rows_v.begin(), rows_v.end(), hrows.ptr<int32_t>());
+          ops::rope_qkv_split(ops::qkv_rows(hqkv, H, KH, D), cos, sin, hrows, rq, rk, rv);
+          expect_close(sq, rq.ptr<float>(), rq.numel(), dt, "q vs CPU", 3.0f);
+          expect_close(sk, rk.ptr<float>(), rk.numel(), dt, "k vs CPU", 3.0f);
+          expect_close(sv, rv.ptr<float>(), rv.numel(), dt, "v vs CPU", 3.0f);
+        }
+}
+
+TEST(KernelsStepFusions, SiluMulHalvesMatchesCpuAndUnfused) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (int64_t I : {64, 1536, 11008})
+      for (int64_t n : kSteps) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " inter=" << I << " n=" << n);
+        Tensor dgu = to_device_as(host_random({n, 2 * I}, 7 + n + I, 6.0f), Device::CUDA, dt);
+        Tensor hgu = to_host_f32(dgu);
+        Tensor hg = Tensor::cpu(DType::F32, {n, I}), hu = Tensor::cpu(DType::F32, {n, I});
+        for (int64_t i = 0; i < n; ++i) {
+          std::copy_n(hgu.ptr<float>() + i * 2 * I, I, hg.ptr<float>() + i * I);
+          std::copy_n(hgu.ptr<float>() + i * 2 * I + I, I, hu.ptr<float>() + i * I);
+        }
+        Tensor dg = to_device_as(hg, Device::CUDA, dt), du = to_device_as(hu, Device::CUDA, dt);
+        Tensor fused = poisoned(dt, {n, I}), plain = poisoned(dt, {n, I});
+        ops::silu_mul_halves(dgu, fused);
+        ops::silu_mul(dg, du, plain);
+        expect_bitwise(fused, plain, "silu_mul_halves");
+        Tensor ref = Tensor::cpu(DType::F32, {n, I});
+        ops::silu_mul_halves(hgu, ref);
+        expect_close(fused, ref.ptr<float>(), ref.numel(), dt, "silu_mul_halves vs CPU", 6.0f);
+      }
+}
+
+TEST(KernelsStepFusions, AddRmsNormRoundedSumIsAddThenNorm) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (int64_t d : {64, 576, 768, 4096, 5120})
+      for (int64_t n : {1, 3, 7, 32, 129}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " d=" << d << " n=" << n);
+        Tensor hx = host_random({n, d}, 3 + n + d, 4.0f), hr = host_random({n, d}, 5 + n + d, 4.0f);
+        Tensor hw = host_random({d}, 9 + d, 0.5f);
+        for (int64_t i = 0; i < d; ++i) hw.ptr<float>()[i] += 1.0f;
+        Tensor dx = to_device_as(hx, Device::CUDA, dt), dw = to_device_as(hw, Device::CUDA, dt);
+        Tensor r1 = to_device_as(hr, Device::CUDA, dt), r2 = to_device_as(hr, Device::CUDA, dt);
+        Tensor o1 = poisoned(dt, {n, d}), o2 = poisoned(dt, {n, d});
+        ops::RmsNormParams p{1e-5f};
+        p.rounded_sum = true;
+        ops::add_rmsnorm(r1, dx, dw, o1, p);
+        ops::add_inplace(r2, dx);
+        ops::rmsnorm(r2, dw, o2, {1e-5f});
+        expect_bitwise(r1, r2, "residual");
+        expect_bitwise(o1, o2, "norm of the stored sum");
+        // CPU: the sum of the rounded inputs, normalized after rounding it as the device stores it.
+        Tensor cx = to_host_f32(dx), cw = to_host_f32(dw), cr = to_host_f32(to_device_as(hr, Device::CUDA, dt));
+        ops::add_inplace(cr, cx);
+        Tensor cr_rounded = to_host_f32(to_device_as(cr, Device::CUDA, dt)), co = Tensor::cpu(DType::F32, {n, d});
+        ops::rmsnorm(cr_rounded, cw, co, {1e-5f});
+        expect_close(r1, cr.ptr<float>(), cr.numel(), dt, "residual vs CPU", 8.0f);
+        expect_close(o1, co.ptr<float>(), co.numel(), dt, "norm vs CPU", 4.0f);
+      }
+}
+
+TEST(KernelsStepFusions, StackedGemmColumnsEqualSeparateGemms) {
+  REQUIRE_DEVICE();
+  struct Shape {
+    int64_t hidden, H, KH, D, inter;
+  };
+  for (DType dt : kDtypes)
+    for (Shape s : {Shape{576, 9, 3, 64, 1536}, Shape{1024, 8, 2, 128, 2816}})
+      for (int64_t n : {1, 2, 3, 5, 7, 8, 13, 16, 31, 32}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << s.hidden << " n=" << n);
+        const int64_t rq = s.H * s.D, rk = s.KH * s.D, I = s.inter;
+        // Stacked weights and their row views, as weights_device uploads them.
+        Tensor wqkv = to_device_as(host_random({rq + 2 * rk, s.hidden}, 21 + s.hidden, 0.05f), Device::CUDA, dt);
+        Tensor wgu = to_device_as(host_random({2 * I, s.hidden}, 23 + s.hidden, 0.05f), Device::CUDA, dt);
+        auto rows_of = [](const Tensor& w, int64_t r0, int64_t r1) { return ops::slice_rows(w, r0, r1); };
+        Tensor x = to_device_as(host_random({n, s.hidden}, 31 + n, 2.0f), Device::CUDA, dt);
+        Tensor qkv = poisoned(dt, {n, rq + 2 * rk}), gu = poisoned(dt, {n, 2 * I});
+        ops::linear(x, wqkv, qkv);
+        ops::linear(x, wgu, gu);
+        const int64_t ld = rq + 2 * rk;
+        const std::vector<std::pair<int64_t, int64_t>> pieces = {{0, rq}, {rq, rq + rk}, {rq + rk, ld}};
+        const std::vector<uint8_t> stacked = raw(qkv), stacked_gu = raw(gu);
+        for (auto [c0, c1] : pieces) {
+          Tensor y = poisoned(dt, {n, c1 - c0});
+          ops::linear(x, rows_of(wqkv, c0, c1), y);
+          const std::vector<uint8_t> sep = raw(y);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(std::memcmp(stacked.data() + size_t(i * ld + c0) * 2, sep.data() + size_t(i * (c1 - c0)) * 2,
+                                  size_t(c1 - c0) * 2), 0)
+                << "q/k/v columns [" << c0 << ", " << c1 << ") row " << i;
+        }
+        for (int64_t half = 0; half < 2; ++half) {
+          Tensor y = poisoned(dt, {n, I});
+          ops::linear(x, rows_of(wgu, half * I, (half + 1) * I), y);
+          const std::vector<uint8_t> sep = raw(y);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(std::memcmp(stacked_gu.data() + size_t(i * 2 * I + half * I) * 2, sep.data() + size_t(i * I) * 2,
+                                  size_t(I) * 2), 0)
+                << (half ? "up" : "gate") << " row " << i;
+        }
+        const Tensor h = to_host_f32(qkv);
+        for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(h.ptr<float>()[i])) << "qkv element " << i;
+      }
+}
+
+#endif  // TRIFORCE_HAVE_CUDA

@@ -1,0 +1,96 @@
+// The step fusions (model/step_fusions.h) change launches, never bits (ctest
+// label gpu): every combination of the three switches, graphs on and off,
+// gives logits bit-identical to the unfused eager forward over one sequence
+// of calls: a chunked prefill (n > 32: the fused RoPE + KV write also runs
+// there), steps of 1, 2, 3, 7 and 32 tokens, a call that returns only its last
+// row (the fused final norm covers every row), a rollback and steps again.
+// Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
+// llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
+// 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/device.h"
+#include "model/checkpoint.h"
+#include "model/llama.h"
+#include "model/weights_device.h"
+#include "random_data.h"
+#include "require_device.h"
+
+using namespace tf;
+using tf::testing::tokens_for;
+
+namespace {
+
+std::vector<Tensor> run_sequence(LlamaModel& m) {
+  const int64_t V = m.config().vocab_size;
+  auto cache = m.make_cache(1200);
+  std::vector<Tensor> out;
+  out.push_back(m.forward(tokens_for(700, V, 1), cache, 2));  // chunks of 512 + 188
+  int64_t salt = 10;
+  for (int64_t n : {1, 3, 7, 1, 32, 2, 1, 7}) out.push_back(m.forward(tokens_for(n, V, salt++), cache));
+  out.push_back(m.forward(tokens_for(20, V, salt++), cache, 1));  // one logit row of 20
+  cache.truncate(704);
+  for (int64_t n : {3, 1, 7, 1}) out.push_back(m.forward(tokens_for(n, V, salt++), cache));
+  return out;
+}
+
+void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name) {
+  LlamaModel ref(cfg, w, 512);
+  ref.set_cuda_graphs(false);
+  ref.set_step_fusions(StepFusions{false, false, false});
+  const std::vector<Tensor> want = run_sequence(ref);
+  for (int bits = 0; bits < 8; ++bits)
+    for (bool graphs : {false, true}) {
+      StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
+      if (bits == 0 && !graphs) continue;  // the reference itself
+      LlamaModel m(cfg, w, 512);
+      m.set_cuda_graphs(graphs);
+      m.set_step_fusions(f);
+      const std::vector<Tensor> got = run_sequence(m);
+      const std::string what = name + " stacked=" + std::to_string(f.stacked_gemms) + " rope_kv=" +
+                               std::to_string(f.fused_rope_kv) + " add_norm=" + std::to_string(f.fused_add_norm) +
+                               " graphs=" + std::to_string(graphs);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
+        for (int64_t j = 0; j < got[i].numel(); ++j)
+          ASSERT_TRUE(std::isfinite(got[i].ptr<float>()[j])) << what << " call " << i << " element " << j;
+        EXPECT_EQ(std::memcmp(got[i].data, want[i].data, got[i].bytes()), 0)
+            << what << ": call " << i << " differs from the unfused forward";
+      }
+      if (graphs) EXPECT_GT(m.step_graphs().replays(), 0) << what << ": no graph was replayed";
+    }
+}
+
+}  // namespace
+
+TEST(ModelStepFusions, EveryCombinationBitIdenticalSyntheticSmolLM2Bf16) {
+  REQUIRE_DEVICE();
+  const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
+  check(cfg, synthetic_weights(cfg, Device::CUDA, DType::BF16, 3), "synthetic smollm2 bf16");
+}
+
+TEST(ModelStepFusions, EveryCombinationBitIdenticalSyntheticLlama68mF16) {
+  REQUIRE_DEVICE();
+  const ModelConfig cfg = synthetic_config("synthetic:llama-68m");
+  check(cfg, synthetic_weights(cfg, Device::CUDA, DType::F16, 4), "synthetic llama-68m f16");
+}
+
+TEST(ModelStepFusions, EveryCombinationBitIdenticalSyntheticLlama31_8B) {
+  REQUIRE_DEVICE();
+  const ModelConfig cfg = synthetic_config("synthetic:llama3.1-8b");
+  check(cfg, synthetic_weights(cfg, Device::CUDA, DType::BF16, 6), "synthetic llama3.1-8b bf16");
+}
+
+TEST(ModelStepFusions, EveryCombinationBitIdenticalSmolLM2F16) {
+  REQUIRE_DEVICE();
+  const char* home = std::getenv("HOME");
+  const std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "the default model is not cached";
+  Checkpoint ck = open_checkpoint(path);
+  check(ck.config, upload_weights(LlamaWeights::load(*ck.weights, ck.config), Device::CUDA, DType::F16), "SmolLM2 f16");
+}
