@@ -83,6 +83,14 @@ class UsageError(Exception):
     """Bad input: one line naming the option, file or tensor, then exit 2."""
 
 
+START = time.perf_counter()
+
+
+def note(msg):
+    """Progress on stderr, so a run cut short by a time limit still says where its time went."""
+    print(f"{PROG}: [{time.perf_counter() - START:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+
 def fail(msg, code=2):
     print(f"{PROG}: {msg}", file=sys.stderr)
     sys.exit(code)
@@ -363,6 +371,8 @@ def run(args):
     model = build_model(args, cfg, torch, dtype, device)
     sync(torch, device)
     init_s = time.perf_counter() - t0
+    note(f"{args.model} built on {device} in {init_s:.1f} s; prefilling {P - 1} tokens into a "
+         f"{cache_len}-token static cache")
 
     from transformers import StaticCache
     cache = StaticCache(config=model.config, max_cache_len=cache_len)
@@ -382,6 +392,7 @@ def run(args):
     clock.mark()
     prefill_ms = clock.intervals_ms()[0]
     prefill_wall_ms = (time.perf_counter() - t0) * 1e3
+    note(f"prefill {prefill_ms / 1e3:.2f} s")
 
     w_bytes = model_bytes(model)
     kv_tok = kv_bytes_per_token(cfg, elem)
@@ -400,10 +411,10 @@ def run(args):
     for comp in modes:
         step = make_step(torch, model, cache, comp)
         set_cache_length(cache, P - 1)
-        t0 = time.perf_counter()
         tokens, ms, warm_s, wall_ms = decode(torch, device, step, first, cache, P - 1, args.warmup, N)
         method = "hf-static-compile" if comp else "hf-static-eager"
         tokens_of[method] = tokens
+        note(f"{method}: warm-up {sum(warm_s):.1f} s (first call {warm_s[0]:.1f} s), {N} timed steps")
         # Step i (0-based) ends at KV length P + i; its floor reads the weights and that KV.
         floors = [(w_bytes + kv_tok * (P + i)) / peak * 1e3 for i in range(N)]
         floor = statistics.fmean(floors)
