@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plots from a `triforce sweep` (or `triforce merge`) HDF5 file.
 
-    python3 experiments/plot.py RESULTS.h5 [--out DIR]
+    python3 experiments/plot.py RESULTS.h5 [--out DIR] [--peers PEERS.jsonl ...]
 
 Writes six PNGs into DIR (default: next to the file, in <name>_plots/):
   l2_acceptance_vs_budget.png   acceptance of the top level (L2: retrieval-cache target vs full target) vs budget
@@ -13,8 +13,17 @@ Writes six PNGs into DIR (default: next to the file, in <name>_plots/):
 Points that share a plotted value are averaged (error bars: standard deviation). A plot whose
 parameter the sweep did not vary still shows the points it has; one without any says so.
 The layout it reads is docs/RESULTS.md.
+
+--peers FILE.jsonl (repeatable): rows of a peer measured on the same GPU
+(experiments/peers/hf_static_compile.py; one JSON object per line with method, model, context,
+decode_ms_per_token, and optionally label, floor_ms_per_token). Rows for the sweep's target are
+overlaid: speedup_vs_context gains each method's speedup over the peer at the same context
+(dashed), latency_breakdown a hatched bar per peer and context, and a seventh plot,
+ms_per_token_vs_context.png, puts decode ms/token of every method, the peers and their bandwidth
+floor side by side. Without --peers the six plots are as above.
 """
 import argparse
+import json
 import os
 import sys
 from collections import defaultdict
@@ -114,8 +123,102 @@ def save(fig, out, name, title):
     return path
 
 
-def plot_all(path, out):
+PEER_KEYS = ("method", "model", "context", "decode_ms_per_token")
+
+
+def load_peers(paths):
+    """Peer rows from JSON-lines files; a bad line stops with one line naming the file and line."""
+    rows = []
+    for path in paths:
+        try:
+            lines = open(path).read().splitlines()
+        except OSError as e:
+            sys.exit(f"--peers {path}: {e.strerror}")
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{n}: not a JSON object ({e.msg})")
+            if not isinstance(r, dict):
+                sys.exit(f"{path}:{n}: not a JSON object")
+            missing = [k for k in PEER_KEYS if k not in r]
+            if missing:
+                sys.exit(f"{path}:{n}: peer row lacks {', '.join(missing)} (expected {', '.join(PEER_KEYS)})")
+            if not isinstance(r["context"], int) or not isinstance(r["decode_ms_per_token"], (int, float)) \
+                    or r["decode_ms_per_token"] <= 0:
+                sys.exit(f"{path}:{n}: context must be an integer and decode_ms_per_token a positive number")
+            rows.append(r)
+    return rows
+
+
+def same_model(a, b):
+    a, b = str(a), str(b)
+    return a == b or os.path.basename(os.path.normpath(a)) == os.path.basename(os.path.normpath(b))
+
+
+def peer_name(p):
+    return p["method"] + (f" [{p['label']}]" if p.get("label") else "")
+
+
+def peer_series(peers, y):
+    """{peer name: ([context], [mean y], [std y])}."""
+    acc = defaultdict(lambda: defaultdict(list))
+    for p in peers:
+        if finite(p.get(y)):
+            acc[peer_name(p)][p["context"]].append(p[y])
+    return {g: (sorted(v), [mean_std(v[c])[0] for c in sorted(v)], [mean_std(v[c])[1] for c in sorted(v)])
+            for g, v in sorted(acc.items())}
+
+
+def speedup_over_peers(rows, peers):
+    """{'<method> T=.. over <peer>': series}: the peer's decode ms/token / the run's, at the same context."""
+    by = defaultdict(list)
+    for p in peers:
+        by[(peer_name(p), p["context"])].append(p["decode_ms_per_token"])
+    out = []
+    for name in sorted({peer_name(p) for p in peers}):
+        tagged = []
+        for r in rows:
+            ms = by.get((name, r["context"]))
+            if ms and finite(r.get("decode_ms_per_token")) and r["decode_ms_per_token"] > 0:
+                tagged.append(dict(r, over_peer=float(np.mean(ms)) / r["decode_ms_per_token"], peer=name))
+        out.append(series(tagged, "context", "over_peer", lambda r: label(r, "temperature") + f" over {r['peer']}"))
+    merged = {}
+    for d in out:
+        merged.update(d)
+    return merged
+
+
+def plot_ms_per_token(rows, peers, out, title):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    data = series(rows, "context", "decode_ms_per_token", lambda r: label(r, "temperature"))
+    draw(ax, data, "context length (tokens)", "decode ms per token", logx=True)
+    for name, (xs, ys, es) in peer_series(peers, "decode_ms_per_token").items():
+        ax.errorbar(xs, ys, yerr=es, marker="s", ls="--", capsize=3, label=f"peer: {name}")
+    floor = peer_series([dict(p, method="floor", label="") for p in peers], "floor_ms_per_token")
+    for _, (xs, ys, _) in floor.items():
+        ax.plot(xs, ys, color="black", ls=":", marker="_", label="bandwidth floor (weights + KV) / peak")
+    if peers:
+        ax.legend(fontsize=7)
+        if not data:
+            ax.set_xscale("log", base=2)
+    return save(fig, out, "ms_per_token_vs_context.png", title)
+
+
+def plot_all(path, out, peers=None):
     rows, hists, title = load(path)
+    overlay = peers is not None
+    if overlay:
+        with h5py.File(path, "r") as f:
+            target = str(f.attrs.get("target", ""))
+        mine = [p for p in peers if same_model(p["model"], target)]
+        if len(mine) < len(peers):
+            others = sorted({str(p["model"]) for p in peers if not same_model(p["model"], target)})
+            print(f"--peers: {len(peers) - len(mine)} rows are for other models ({', '.join(others)}), "
+                  f"not this sweep's target {target}; left out", file=sys.stderr)
+        peers = mine
     os.makedirs(out, exist_ok=True)
     written = []
     # Methods with a retrieval level: their top level is L2 (retrieval-cache target vs full target).
@@ -136,6 +239,12 @@ def plot_all(path, out):
     fig, ax = plt.subplots(figsize=(6, 4))
     draw(ax, series(rows, "context", "speedup_vs_ar", lambda r: label(r, "temperature"), spec_rows),
          "context length (tokens)", "decode speedup over ar", logx=True)
+    if overlay and peers:
+        for name, (xs, ys, es) in speedup_over_peers(rows, peers).items():
+            ax.errorbar(xs, ys, yerr=es, marker="x", ls="--", capsize=3, label=name)
+        ax.set_ylabel("decode speedup over ar (solid) / over the peer (dashed)")
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=7)
     ax.axhline(1.0, color="gray", lw=0.8, ls="--")
     written.append(save(fig, out, "speedup_vs_context.png", title))
 
@@ -144,14 +253,22 @@ def plot_all(path, out):
     for r in rows:
         if finite(r.get("decode_ms_per_token")):
             groups[(r["method"], r["context"])].append(r)
-    keys = sorted(groups, key=lambda k: (k[1], k[0]))
+    peer_groups = defaultdict(list)
+    for p in peers or []:
+        peer_groups[(f"peer: {peer_name(p)}", p["context"])].append(p["decode_ms_per_token"])
+    keys = sorted(list(groups) + list(peer_groups), key=lambda k: (k[1], k[0]))
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(keys) + 2), 4))
     bottom = np.zeros(len(keys))
     for field, name in PHASES:
-        vals = np.array([np.nanmean([r.get(field, np.nan) for r in groups[k]]) for k in keys]) if keys else []
+        vals = np.array([np.nanmean([r.get(field, np.nan) for r in groups[k]]) if k in groups else 0.0
+                         for k in keys]) if keys else []
         vals = np.nan_to_num(vals)
         ax.bar(range(len(keys)), vals, bottom=bottom, label=name)
         bottom = bottom + vals
+    if peer_groups:  # a peer reports decode time only: one hatched bar, no phases
+        vals = [float(np.mean(peer_groups[k])) if k in peer_groups else 0.0 for k in keys]
+        ax.bar(range(len(keys)), vals, color="lightgray", hatch="//", edgecolor="gray",
+               label="peer decode (no phase split)")
     ax.set_xticks(range(len(keys)))
     ax.set_xticklabels([f"{m}\nctx {c}" for m, c in keys], fontsize=7, rotation=45, ha="right")
     ax.set_ylabel("decode ms per token")
@@ -202,6 +319,8 @@ def plot_all(path, out):
         draw(axes[1][col], series(rows, g, "alpha_top", lambda r: label(r, "context"), keep), g,
              "top-level acceptance")
     written.append(save(fig, out, "gamma_ablation.png", title))
+    if overlay:
+        written.append(plot_ms_per_token(rows, peers, out, title))
     return written
 
 
@@ -209,9 +328,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file")
     ap.add_argument("--out", help="folder for the PNGs (default: <file stem>_plots next to the file)")
+    ap.add_argument("--peers", action="append", metavar="FILE.jsonl",
+                    help="peer rows (experiments/peers/hf_static_compile.py --out) to overlay; repeatable")
     a = ap.parse_args()
     out = a.out or os.path.splitext(a.file)[0] + "_plots"
-    for p in plot_all(a.file, out):
+    peers = load_peers(a.peers) if a.peers else None
+    for p in plot_all(a.file, out, peers):
         print(p)
 
 

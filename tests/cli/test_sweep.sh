@@ -120,6 +120,25 @@ if python3 -c "import h5py, matplotlib" 2>/dev/null; then
     [[ -s $f && $(head -c 4 "$f" | tail -c 3) == PNG ]] || fail "plot.py did not write $p.png"
   done
   echo "plot.py ok: $(wc -l <"$tmp/plots.txt") PNGs"
+  # --peers overlays rows of experiments/peers/hf_static_compile.py (the format, not measured numbers):
+  # the target's rows at the sweep's contexts, plus one of another model that is left out with a note.
+  {
+    echo '{"method": "hf-static-compile", "model": "tests/fixtures/hf/gqa_f32", "context": 96, "decode_ms_per_token": 3.0, "floor_ms_per_token": 0.5}'
+    echo '{"method": "hf-static-compile", "model": "gqa_f32", "context": 192, "decode_ms_per_token": 3.5, "floor_ms_per_token": 0.6}'
+    echo '{"method": "hf-static-eager", "model": "synthetic:llama2-7b-128k", "context": 96, "decode_ms_per_token": 9.0}'
+  } >"$tmp/peers.jsonl"
+  python3 experiments/plot.py "$tmp/merged.h5" --out "$tmp/peerplots" --peers "$tmp/peers.jsonl" \
+    >"$tmp/peerplots.txt" 2>"$tmp/peerplots.err"
+  [[ $(wc -l <"$tmp/peerplots.txt") -eq 7 ]] || fail "plot.py --peers should write 7 PNGs: $(cat "$tmp/peerplots.txt")"
+  f="$tmp/peerplots/ms_per_token_vs_context.png"
+  [[ -s $f && $(head -c 4 "$f" | tail -c 3) == PNG ]] || fail "plot.py --peers did not write ms_per_token_vs_context.png"
+  grep -q "1 rows are for other models (synthetic:llama2-7b-128k)" "$tmp/peerplots.err" ||
+    fail "plot.py --peers did not name the left-out model: $(cat "$tmp/peerplots.err")"
+  [[ ! -e $tmp/plots/ms_per_token_vs_context.png ]] || fail "plot.py without --peers wrote the peer plot"
+  echo '{"method": "hf-static-compile", "context": 96}' >"$tmp/badpeers.jsonl"
+  expect_error "badpeers.jsonl:1: peer row lacks model, decode_ms_per_token" \
+    python3 experiments/plot.py "$tmp/merged.h5" --out "$tmp/badplots" --peers "$tmp/badpeers.jsonl"
+  echo "plot.py --peers ok"
 else
   echo "h5py/matplotlib not importable: plot.py did not run"
 fi
