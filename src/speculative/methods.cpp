@@ -250,6 +250,17 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
                         << target.config().vocab_size);
     return *it->second;
   }
+  if (is_synthetic_path(path)) {
+    // A benchmark draft beside a synthetic target (e.g. synthetic:llama-68m for
+    // synthetic:llama2-7b-128k, the paper's pair): published shapes, seeded weights.
+    const ModelConfig cfg = synthetic_config(path);
+    TF_CHECK(cfg.vocab_size == target.config().vocab_size,
+             "--draft " << path << ": vocabulary of " << cfg.vocab_size << " tokens, the target has "
+                        << target.config().vocab_size);
+    auto m = std::make_unique<LlamaModel>(cfg, synthetic_weights(cfg, target.device(), target.dtype(), 5678),
+                                          target.max_chunk());
+    return *(models_[path] = std::move(m));
+  }
   Checkpoint ck = open_checkpoint(path);
   TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
            "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
