@@ -269,6 +269,16 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
             std::snprintf(b, sizeof b, "%s%.2f", levels.empty() ? "" : "/", l.alpha);
             levels += b;
           }
+          if (!p.simulate_acceptance.empty()) {  // what the simulated decisions gave, against the rates set
+            levels += " (per decision ";
+            for (const auto& l : o.levels) {
+              char b[32];
+              std::snprintf(b, sizeof b, "%s%.2f", &l == &o.levels.front() ? "" : "/",
+                            l.accepted + l.rejected ? double(l.accepted) / double(l.accepted + l.rejected) : 0.0);
+              levels += b;
+            }
+            levels += ")";
+          }
           const double speed = o.decode_ms_per_token > 0 ? 1000.0 / o.decode_ms_per_token : 0.0;
           const double su = p.is_baseline() ? 1.0 : ar->decode_ms_per_token / o.decode_ms_per_token;
           std::fprintf(stderr, "[%*lld/%lld] %s: %.1f tok/s, %.2fx ar%s%s, %.1f s | ETA %s\n",
