@@ -10,6 +10,10 @@ Writes six PNGs into DIR (default: next to the file, in <name>_plots/):
   latency_breakdown.png         decode ms/token split by phase (draft, middle, verify, re-retrieval, other)
   per_position_acceptance.png   P(accepted length > i) per draft position, from the accepted-length histograms
   gamma_ablation.png            speedup and acceptance vs gamma1 and gamma2
+  simulated_speedup.png         (files with --simulate-acceptance runs only) speedup vs the simulated top-level
+                                rate, one line per lower-level rate
+Runs with simulated acceptance (run attribute simulated_acceptance, docs/RESULTS.md) are never mixed with
+real ones: their legend labels say "SIMULATED a=A1/A2" and the title says the file holds them.
 Points that share a plotted value are averaged (error bars: standard deviation). A plot whose
 parameter the sweep did not vary still shows the points it has; one without any says so.
 The layout it reads is docs/RESULTS.md.
@@ -54,12 +58,19 @@ def load(path):
                 row[name] = v.decode() if isinstance(v, bytes) else v.item()
             rows.append(row)
         hists = {}
+        simulated = {}
         for name, g in f["runs"].items():
+            sim = g.attrs.get("simulated_acceptance", "")
+            simulated[int(g.attrs["index"])] = sim.decode() if isinstance(sim, bytes) else str(sim)
             n = int(g.attrs.get("n_levels", 0))
             hists[int(g.attrs["index"])] = {l: g[f"accepted_hist_l{l}"][:] for l in range(1, n + 1)
                                             if f"accepted_hist_l{l}" in g}
         title = f"{f.attrs.get('name', '')} | {os.path.basename(str(f.attrs.get('target', '')))} | " \
                 f"{f.attrs.get('device', '')} | git {str(f.attrs.get('git_sha', ''))[:10]}"
+    for r in rows:
+        r["simulated_acceptance"] = simulated.get(int(r["index"]), "")
+    if any(r["simulated_acceptance"] for r in rows):
+        title += "\nincludes SIMULATED acceptance runs (--simulate-acceptance: decisions drawn, tokens not the target's)"
     return rows, hists, title
 
 
@@ -107,11 +118,16 @@ def spec_rows(r):
     return r["method"] != "ar"
 
 
+def sim_tag(r):
+    """' SIMULATED a=A1/A2' for a simulated run, '' for a real one."""
+    return f" SIMULATED a={r['simulated_acceptance']}" if r.get("simulated_acceptance") else ""
+
+
 def label(r, *keys):
     parts = [r["method"]]
     for k in keys:
         parts.append(f"{k}={r[k]:g}" if isinstance(r[k], float) else f"{k}={r[k]}")
-    return " ".join(parts)
+    return " ".join(parts) + sim_tag(r)
 
 
 def save(fig, out, name, title):
@@ -252,7 +268,7 @@ def plot_all(path, out, peers=None):
     groups = defaultdict(list)
     for r in rows:
         if finite(r.get("decode_ms_per_token")):
-            groups[(r["method"], r["context"])].append(r)
+            groups[(r["method"] + sim_tag(r), r["context"])].append(r)
     peer_groups = defaultdict(list)
     for p in peers or []:
         peer_groups[(f"peer: {peer_name(p)}", p["context"])].append(p["decode_ms_per_token"])
@@ -286,7 +302,7 @@ def plot_all(path, out, peers=None):
             continue
         top = max(levels) if levels else 0
         for l, h in levels.items():
-            key = f"{r['method']} " + ("top" if l == top else f"L{l}")
+            key = f"{r['method']}{sim_tag(r)} " + ("top" if l == top else f"L{l}")
             cur = summed[key]
             if cur is None or len(cur) < len(h):
                 cur = np.pad(cur if cur is not None else np.zeros(0), (0, len(h) - (0 if cur is None else len(cur))))
@@ -321,6 +337,22 @@ def plot_all(path, out, peers=None):
     written.append(save(fig, out, "gamma_ablation.png", title))
     if overlay:
         written.append(plot_ms_per_token(rows, peers, out, title))
+
+    # Simulated acceptance study: speedup vs the top level's simulated rate, a line per lower-level rates.
+    sim = [r for r in rows if r.get("simulated_acceptance")]
+    if sim:
+        for r in sim:
+            rates = [float(a) for a in r["simulated_acceptance"].split("/")]
+            r["sim_top"] = rates[-1]
+            r["sim_lower"] = "/".join(f"{a:g}" for a in rates[:-1])
+        fig, ax = plt.subplots(figsize=(6, 4))
+        group = lambda r: f"{r['method']} SIMULATED" + (f" a1={r['sim_lower']}" if r["sim_lower"] else "") + \
+            f" ctx={r['context']}"  # noqa: E731
+        draw(ax, series(sim, "sim_top", "speedup_vs_ar", group), "SIMULATED top-level acceptance rate",
+             "decode speedup over ar (real)")
+        ax.xaxis.set_major_locator(matplotlib.ticker.AutoLocator())
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        written.append(save(fig, out, "simulated_speedup.png", title))
     return written
 
 

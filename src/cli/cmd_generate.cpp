@@ -21,6 +21,7 @@
 #endif
 #include "speculative/methods.h"
 #include "speculative/reretrieval.h"
+#include "speculative/simulate.h"
 
 namespace tf::cli {
 
@@ -53,6 +54,13 @@ const char* kBudgetHelp =
 const char* kWindowHelp =
     "draft StreamingLLM recent window W. Default: the paper's 256-slot draft cache (16 + 234 at gamma2 = 6) "
     "scaled to the budget: max(chunk, min(256, B) - sink - gamma_top)";
+
+const char* kSimulateHelp =
+    "systems studies: accept each drafted token with probability A (a Philox stream of its own per level), "
+    "whatever the distributions say, one rate per verifying level, bottom first (triforce: A1 = draft -> "
+    "retrieval level, A2 = retrieval level -> target), e.g. 0.35,0.9137. Forwards, rollbacks and re-retrieval "
+    "run for real; a rejection emits what a real rejection would. The tokens are NOT the target's; every output "
+    "says SIMULATED. Refused for ar";
 
 const char* kTpModeHelp =
     "how the ranks of mpirun -np N (N > 1) work together: driven = rank 0 holds the draft and runs the method, "
@@ -105,9 +113,15 @@ std::vector<int64_t> parse_gammas(const std::string& csv) {
 }
 
 void print_levels(const speculative::MethodOutcome& o) {
-  for (const auto& l : o.levels)
-    std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps\n", o.method.c_str(),
+  for (const auto& l : o.levels) {
+    std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps", o.method.c_str(),
                  l.level, l.spec.c_str(), (long long)l.gamma, l.alpha, l.tau, (long long)l.steps);
+    // Simulated: the rate each decision was drawn with against what the decisions gave.
+    if (!o.simulated_acceptance.empty() && l.accepted + l.rejected > 0)
+      std::fprintf(stderr, "; SIMULATED at %g: %.3f per decision", o.simulated_acceptance[size_t(l.level - 1)],
+                   double(l.accepted) / double(l.accepted + l.rejected));
+    std::fprintf(stderr, "\n");
+  }
 }
 
 }  // namespace
@@ -141,6 +155,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "window", po::value<int64_t>()->default_value(0), kWindowHelp)(
       "reretrieve", po::value<std::string>()->default_value("never"),
       "when a retrieval level rebuilds its cache: never | every:N (generated tokens) | below:A (rolling acceptance)")(
+      "simulate-acceptance", po::value<std::string>(), kSimulateHelp)(
       "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line")(
@@ -192,6 +207,12 @@ int cmd_generate(const std::vector<std::string>& args) {
   TF_CHECK(req.budget >= 0, "--budget: expected a positive multiple of --chunk-size (0 = default), got " << req.budget);
   TF_CHECK(req.window >= 0, "--window: expected at least 1 (0 = default), got " << req.window);
   if (vm.count("gammas")) req.gammas = parse_gammas(vm["gammas"].as<std::string>());
+  if (vm.count("simulate-acceptance")) {
+    req.simulate_acceptance =
+        speculative::parse_acceptance_rates(vm["simulate-acceptance"].as<std::string>(), "--simulate-acceptance");
+    TF_CHECK(req.method != "ar", "--simulate-acceptance: method ar verifies nothing (ar is the real baseline); "
+                                 "simulate a speculative method (e.g. --method triforce)");
+  }
 
   std::vector<int32_t> prompt;
   std::string prompt_text;
@@ -241,6 +262,11 @@ int cmd_generate(const std::vector<std::string>& args) {
     }
     for (int64_t g : req.gammas) TF_CHECK(g >= 1, "--gamma1/--gamma2: expected at least 1, got " << g);
   }
+
+  // A wrong rate count fails before the prefill.
+  if (!req.simulate_acceptance.empty())
+    speculative::check_simulated_acceptance(req.simulate_acceptance, req.method,
+                                            speculative::resolve(*s.model, req, int64_t(prompt.size())));
 
   // One prefill serves both methods of a --compare.
   speculative::DraftModels drafts;
@@ -297,6 +323,10 @@ int cmd_generate(const std::vector<std::string>& args) {
                  x.e2e_ms_per_token);
   };
   bool identical = true;
+  const bool simulated = !o.simulated_acceptance.empty();
+  const std::string sim_note = "SIMULATED acceptance " + speculative::acceptance_str(o.simulated_acceptance) +
+                               " (--simulate-acceptance: accept/reject decisions drawn, not verified; the tokens are "
+                               "not the target's)";
   if (cmp) {
     std::cout << "=== " << cmp->method << ": "
               << (cmp->resolved.chain.levels.empty() ? "target" : cmp->resolved.chain.str()) << " ===\n"
@@ -304,9 +334,15 @@ int cmd_generate(const std::vector<std::string>& args) {
     identical = cmp->tokens == o.tokens;
     size_t same = 0;
     while (same < o.tokens.size() && same < cmp->tokens.size() && o.tokens[same] == cmp->tokens[same]) ++same;
-    std::cout << "identical tokens: " << (identical ? "yes" : "no") << " (" << same << " of " << o.tokens.size()
-              << " agree" << (sp.greedy() ? "" : "; sampled at T > 0, so they need not") << ")\n";
+    if (simulated)
+      std::cout << "identical tokens: not checked: " << o.method << " ran with SIMULATED acceptance "
+                << speculative::acceptance_str(o.simulated_acceptance)
+                << ", so its tokens differ from " << cmp->method << "'s by design\n";
+    else
+      std::cout << "identical tokens: " << (identical ? "yes" : "no") << " (" << same << " of " << o.tokens.size()
+                << " agree" << (sp.greedy() ? "" : "; sampled at T > 0, so they need not") << ")\n";
   }
+  if (simulated) std::fprintf(stderr, "  [%s] %s\n", o.method.c_str(), sim_note.c_str());
   print_levels(o);
   summary(o);
   if (cmp) {
@@ -332,7 +368,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     j["seed"] = sp.seed;
     if (cmp) {
       j["compare"] = cmp->to_json();
-      j["identical_to_compare"] = identical;
+      j["identical_to_compare"] = simulated ? nlohmann::json(nullptr) : nlohmann::json(identical);  // null: not checked
     }
     std::cout << j.dump() << std::endl;
   }

@@ -143,7 +143,9 @@ void print_dry_run(const std::vector<sweep::Point>& all, const std::vector<sweep
                 n(p.gamma1).c_str(), n(p.gamma2).c_str(), n(p.sink).c_str(), n(p.window).c_str(),
                 p.reretrieve.empty() ? "-" : p.reretrieve.c_str(), p.temperature, p.top_p,
                 (unsigned long long)p.seed, (long long)p.rep, gib(m.total()), gib(m.snapshot), est,
-                is_done ? "  (done)" : "");
+                ((is_done ? "  (done)" : "") +
+                 (p.simulate_acceptance.empty() ? "" : "  SIMULATED acceptance " + p.simulate_acceptance))
+                    .c_str());
   }
   if (peak_at >= 0) {
     const auto& p = *std::find_if(mine.begin(), mine.end(), [&](const auto& q) { return q.index == peak_at; });
@@ -181,6 +183,11 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "sink", po::value<std::string>()->default_value(""), "draft StreamingLLM sinks (empty: 16)")(
       "window", po::value<std::string>()->default_value(""), "draft StreamingLLM windows (empty: default)")(
       "reretrieve", po::value<std::string>()->default_value(""), "re-retrieval policies: never | every:N | below:A")(
+      "simulate-acceptance", po::value<std::string>(),
+      "simulated acceptance (systems studies; docs/RESULTS.md): entries 'none' (a real run) or one rate per "
+      "verifying level, bottom first, separated by '/', a|b|c for alternatives (cross product), e.g. "
+      "'0.2|0.5|0.8/0.8|0.9|0.98, none'. A tuple goes to the methods with that many verifying levels; ar is never "
+      "simulated. Absent: real runs only")(
       "temperature", po::value<std::string>()->default_value("0"), "sampling temperatures")(
       "top-p", po::value<std::string>()->default_value("1"), "nucleus masses")(
       "seed", po::value<std::string>()->default_value("0"), "seeds")(
@@ -257,6 +264,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
   g.windows = ints_or_empty(vm, "window");
   g.reretrieve = list_or_empty(vm, "reretrieve");
   for (const auto& r : g.reretrieve) speculative::ReretrievePolicy::parse(r);
+  if (vm.count("simulate-acceptance"))
+    g.simulate_acceptance = sweep::parse_simulate_list("simulate-acceptance", vm["simulate-acceptance"].as<std::string>());
   g.temperatures = sweep::parse_real_list("temperature", vm["temperature"].as<std::string>());
   g.top_ps = sweep::parse_real_list("top-p", vm["top-p"].as<std::string>());
   for (auto s : sweep::parse_int_list("seed", vm["seed"].as<std::string>())) {
@@ -288,7 +297,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
     std::map<std::string, ModelConfig> draft_cfgs;
     for (const auto& d : g.drafts)
-      if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = open_checkpoint(d).config;
+      if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = peek_config(d);
     sweep::Throughput tp;
     if (device == "cuda") tp = {4e14, 3e12, 2};
     if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;

@@ -31,6 +31,11 @@ void SpecChain::init_checks() {
     TF_CHECK(levels_[l]->vocab() == drafter_->vocab(),
              "spec chain: level " << l + 1 << " vocab differs from the drafter's");
   }
+  TF_CHECK(opt_.simulate_acceptance.empty() || opt_.simulate_acceptance.size() == levels_.size(),
+           "--simulate-acceptance: " << opt_.simulate_acceptance.size() << " rate(s) for " << levels_.size()
+                                     << " verifying level(s)");
+  for (double a : opt_.simulate_acceptance)
+    TF_CHECK(a >= 0.0 && a <= 1.0, "--simulate-acceptance: rate " << a << " outside [0, 1]");
 }
 
 const ModelRunner& SpecChain::runner(int level) const {
@@ -52,11 +57,16 @@ void SpecChain::verify_into(int level, const std::vector<int32_t>& context, cons
   p.resize(size_t((g + 1) * V));
   for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, p.data() + i * V);
   const bool top = level == levels() - 1;
-  vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], sp.greedy(),
-              top ? opt_.top_mode : opt_.middle_mode);
+  if (opt_.simulate_acceptance.empty())
+    vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], sp.greedy(),
+                top ? opt_.top_mode : opt_.middle_mode);
+  else  // only the decisions are simulated: the forwards above ran at their real shapes
+    vr = verify_simulated(sub.tokens, sub.q.data(), p.data(), V, opt_.simulate_acceptance[size_t(level - 1)],
+                          sim_rng_[size_t(level)], rng_[size_t(level)], sp.greedy());
   ++m.steps;
   m.drafted += g;
   m.accepted += vr.accepted;
+  m.rejected += vr.resampled ? 1 : 0;
   if (int64_t(m.accepted_hist.size()) <= vr.accepted) m.accepted_hist.resize(size_t(vr.accepted + 1), 0);
   ++m.accepted_hist[size_t(vr.accepted)];
 }
@@ -104,6 +114,8 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   for (auto* r : levels_) r->begin(prompt);
   rng_.clear();
   for (int l = 0; l < levels(); ++l) rng_.push_back(RngStream::for_level(sp.seed, l));
+  sim_rng_.clear();
+  for (int l = 0; l < levels(); ++l) sim_rng_.push_back(RngStream::for_simulation(sp.seed, l));
   metrics_.assign(size_t(levels()), LevelMetrics{});
 
   ChainResult res;

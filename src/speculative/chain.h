@@ -31,6 +31,7 @@ struct LevelMetrics {
   int64_t steps = 0;     // verify() calls
   int64_t drafted = 0;   // proposals received
   int64_t accepted = 0;  // proposals accepted
+  int64_t rejected = 0;  // steps that ended in a rejection: accepted / (accepted + rejected) is the per-token α
   std::vector<int64_t> accepted_hist;  // [n] = steps that accepted exactly n
   int64_t ns = 0;  // wall time of this level's own work (level 0: proposing; l >= 1: its forwards + verify)
   double alpha() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
@@ -43,6 +44,10 @@ struct ChainOptions {
   ResampleMode top_mode = ResampleMode::residual;
   int64_t max_context = 4096;  // capacity of every cache (prompt + generated + speculation)
   const PhaseClock* clock = nullptr;  // nullptr: a plain steady_clock (CPU)
+  // Systems studies: [l - 1] = the acceptance probability simulated at
+  // verifier level l (verify_simulated); empty = real verification. One per
+  // verifying level when set.
+  std::vector<double> simulate_acceptance;
 };
 
 // One top-level step: what each level drafted and accepted during it.
@@ -93,6 +98,7 @@ class SpecChain {
   std::vector<Verifier*> levels_;
   ChainOptions opt_;
   std::vector<RngStream> rng_;
+  std::vector<RngStream> sim_rng_;  // simulated decisions, per level (simulate_acceptance)
   std::vector<LevelMetrics> metrics_;
   PhaseClock default_clock_;
   const PhaseClock* clock_ = &default_clock_;

@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "speculative/reretrieval.h"
 #include "speculative/retrieval_runner.h"
+#include "speculative/simulate.h"
 #include "speculative/streaming_drafter.h"
 #include "speculative/streaming_runner.h"
 
@@ -249,6 +250,17 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
                         << target.config().vocab_size);
     return *it->second;
   }
+  if (is_synthetic_path(path)) {
+    // A benchmark draft beside a synthetic target (e.g. synthetic:llama-68m for
+    // synthetic:llama2-7b-128k, the paper's pair): published shapes, seeded weights.
+    const ModelConfig cfg = synthetic_config(path);
+    TF_CHECK(cfg.vocab_size == target.config().vocab_size,
+             "--draft " << path << ": vocabulary of " << cfg.vocab_size << " tokens, the target has "
+                        << target.config().vocab_size);
+    auto m = std::make_unique<LlamaModel>(cfg, synthetic_weights(cfg, target.device(), target.dtype(), 5678),
+                                          target.max_chunk());
+    return *(models_[path] = std::move(m));
+  }
   Checkpoint ck = open_checkpoint(path);
   TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
            "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
@@ -302,6 +314,8 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
   out.method = req.method;
   out.resolved = resolve(target, req, int64_t(prompt.size()));
   const ResolvedMethod& rm = out.resolved;
+  check_simulated_acceptance(req.simulate_acceptance, req.method, rm);
+  out.simulated_acceptance = req.simulate_acceptance;
   const ReretrievePolicy policy = ReretrievePolicy::parse(req.reretrieve);
   const int64_t P = int64_t(prompt.size());
   const int64_t max_new = req.max_new_tokens;
@@ -469,6 +483,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
     opt.max_context = capacity;
     opt.middle_mode = req.middle_mode;
     opt.clock = &clock;
+    opt.simulate_acceptance = req.simulate_acceptance;
     SpecChain chain(vs, *bc.drafter, opt);
     std::vector<ReretrieveMonitor> monitors(bc.retrieval.size(), ReretrieveMonitor(policy));
     std::string kinds;
@@ -505,6 +520,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       lo.steps = m.steps;
       lo.drafted = m.drafted;
       lo.accepted = m.accepted;
+      lo.rejected = m.rejected;
       lo.alpha = m.alpha();
       lo.tau = m.tau();
       lo.accepted_hist = m.accepted_hist;
@@ -558,6 +574,7 @@ nlohmann::json MethodOutcome::to_json() const {
     x["steps"] = l.steps;
     x["drafted"] = l.drafted;
     x["accepted"] = l.accepted;
+    x["rejected"] = l.rejected;
     x["alpha"] = l.alpha;
     x["tau"] = l.tau;
     x["accepted_hist"] = l.accepted_hist;
@@ -591,6 +608,7 @@ nlohmann::json MethodOutcome::to_json() const {
   j["e2e_ms_per_token"] = e2e_ms_per_token;
   j["retrieval_rebuilds"] = retrieval_rebuilds;
   j["token_kinds"] = token_kinds;
+  j["simulated_acceptance"] = simulated_acceptance.empty() ? nlohmann::json(false) : nlohmann::json(simulated_acceptance);
   return j;
 }
 

@@ -81,6 +81,9 @@ struct MethodRequest {
   // The target's checkpoint. Under --tp-mode driven rank 0 reads a layerskip:K
   // level's first K layers whole from it (the draft runs on rank 0 alone).
   std::string target_path;
+  // --simulate-acceptance (speculative/simulate.h): one accept probability per
+  // verifying level, bottom first; empty = a real run.
+  std::vector<double> simulate_acceptance;
 };
 
 // The request with every default filled in for this target and prompt length:
@@ -105,6 +108,7 @@ struct LevelOutcome {
   std::string spec;     // e.g. "target@retrieval:64/8"
   int64_t gamma = 0;    // what the level below proposed per call
   int64_t steps = 0, drafted = 0, accepted = 0;
+  int64_t rejected = 0;  // steps ending in a rejection; accepted / (accepted + rejected) = per-token α
   double alpha = 0, tau = 0;
   std::vector<int64_t> accepted_hist;  // [n] = steps that accepted exactly n
   double avg_tokens = 0;  // top level only: generated / steps (the reference's avg_tokens)
@@ -138,6 +142,9 @@ struct MethodOutcome {
   // Per generated token, how the top level committed it: 'a' accepted draft,
   // 'r' resampled after a rejection, 'b' bonus; empty for ar.
   std::string token_kinds;
+  // The request's simulated acceptance rates; empty for a real run. In --json
+  // "simulated_acceptance": [A1, ...], or false for a real run.
+  std::vector<double> simulated_acceptance;
   // Every field above (times in ms as *_ms), plus the CLI's summary keys.
   nlohmann::json to_json() const;
 };

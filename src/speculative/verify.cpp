@@ -19,12 +19,52 @@ RngStream RngStream::for_level(uint64_t user_seed, int level) {
   return RngStream{z, 0};
 }
 
+RngStream RngStream::for_simulation(uint64_t user_seed, int level) {
+  // The level's key xor a constant ("simulate"): a key of its own, next to the verification stream's.
+  RngStream s = for_level(user_seed, level);
+  s.seed ^= 0x73696D756C617465ull;
+  return s;
+}
+
 int32_t argmax_row(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
     if (x[i] > x[best]) best = i;
   return int32_t(best);
 }
+
+namespace {
+
+// The token a level emits on rejecting proposal i (row pi of p, qi of q), and
+// the distribution it came from (see VerifyResult::last_dist).
+void emit_rejection(VerifyResult& r, const float* pi, const float* qi, int64_t vocab, RngStream& rng, bool greedy,
+                    ResampleMode mode) {
+  r.resampled = true;
+  if (greedy) {
+    const int32_t t = argmax_row(pi, vocab);
+    r.last_dist.assign(size_t(vocab), 0.0f);
+    r.last_dist[size_t(t)] = 1.0f;
+    r.tokens.push_back(t);
+    return;
+  }
+  r.last_dist.assign(pi, pi + vocab);
+  if (mode == ResampleMode::residual) {
+    double sum = 0;
+    std::vector<float> res(static_cast<size_t>(vocab));
+    for (int64_t v = 0; v < vocab; ++v) sum += (res[size_t(v)] = std::max(pi[v] - qi[v], 0.0f));
+    if (sum > 0) r.last_dist = std::move(res);  // else p == q up to rounding: p is the residual's limit
+  }
+  r.tokens.push_back(draw_from(r.last_dist.data(), vocab, rng.seed, rng.next()));
+}
+
+// All proposals accepted: the bonus token from p_{g+1}.
+void emit_bonus(VerifyResult& r, const float* pb, int64_t vocab, RngStream& rng, bool greedy) {
+  r.bonus = true;
+  r.last_dist.assign(pb, pb + vocab);
+  r.tokens.push_back(greedy ? argmax_row(pb, vocab) : draw_from(pb, vocab, rng.seed, rng.next()));
+}
+
+}  // namespace
 
 VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
                     RngStream& rng, bool greedy, ResampleMode mode) {
@@ -49,29 +89,30 @@ VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* 
       ++r.accepted;
       continue;
     }
-    // First rejection.
-    r.resampled = true;
-    if (greedy) {
-      const int32_t t = argmax_row(pi, vocab);
-      r.last_dist.assign(size_t(vocab), 0.0f);
-      r.last_dist[size_t(t)] = 1.0f;
-      r.tokens.push_back(t);
-      return r;
-    }
-    r.last_dist.assign(pi, pi + vocab);
-    if (mode == ResampleMode::residual) {
-      double sum = 0;
-      std::vector<float> res(static_cast<size_t>(vocab));
-      for (int64_t v = 0; v < vocab; ++v) sum += (res[size_t(v)] = std::max(pi[v] - qi[v], 0.0f));
-      if (sum > 0) r.last_dist = std::move(res);  // else p == q up to rounding: p is the residual's limit
-    }
-    r.tokens.push_back(draw_from(r.last_dist.data(), vocab, rng.seed, rng.next()));
+    emit_rejection(r, pi, qi, vocab, rng, greedy, mode);
     return r;
   }
-  const float* pb = p + g * vocab;
-  r.bonus = true;
-  r.last_dist.assign(pb, pb + vocab);
-  r.tokens.push_back(greedy ? argmax_row(pb, vocab) : draw_from(pb, vocab, rng.seed, rng.next()));
+  emit_bonus(r, p + g * vocab, vocab, rng, greedy);
+  return r;
+}
+
+VerifyResult verify_simulated(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
+                              double rate, RngStream& decide, RngStream& rng, bool greedy) {
+  TF_CHECK(rate >= 0.0 && rate <= 1.0, "--simulate-acceptance: rate " << rate << " outside [0, 1]");
+  VerifyResult r;
+  const int64_t g = int64_t(x.size());
+  for (int64_t i = 0; i < g; ++i) {
+    TF_CHECK(x[size_t(i)] >= 0 && x[size_t(i)] < vocab, "verify: proposal " << x[size_t(i)] << " outside vocab");
+    // u in [0, 1): rate 1 accepts every proposal, rate 0 none.
+    if (decide.uniform() < rate) {
+      r.tokens.push_back(x[size_t(i)]);
+      ++r.accepted;
+      continue;
+    }
+    emit_rejection(r, p + i * vocab, q + i * vocab, vocab, rng, greedy, ResampleMode::residual);
+    return r;
+  }
+  emit_bonus(r, p + g * vocab, vocab, rng, greedy);
   return r;
 }
 

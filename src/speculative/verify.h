@@ -23,6 +23,10 @@ struct RngStream {
   uint64_t next() { return counter++; }
   // The stream of chain level `level` for a user seed.
   static RngStream for_level(uint64_t user_seed, int level);
+  // The stream of level `level`'s simulated accept/reject decisions
+  // (verify_simulated): its own key, so a simulated run never draws from a
+  // verification stream for its decisions.
+  static RngStream for_simulation(uint64_t user_seed, int level);
 };
 
 enum class ResampleMode {
@@ -45,6 +49,17 @@ struct VerifyResult {
 // greedy: T = 0 (no uniforms consumed; compares with argmax p).
 VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
                     RngStream& rng, bool greedy, ResampleMode mode = ResampleMode::residual);
+
+// Simulated acceptance (--simulate-acceptance, systems studies): proposal x_i
+// is accepted when a uniform of `decide` is below `rate`, whatever p and q say
+// (one uniform per proposal examined, at any temperature). Everything else is
+// what verify() emits for that outcome: on the first rejection argmax p_i
+// (greedy) or a draw from norm(max(p_i - q_i, 0)) (p_i where that vanishes),
+// all accepted the bonus from p_{g+1}; those draws use `rng`, the level's
+// verification stream, as verify() does. NOT lossless: the output follows the
+// simulated decisions, not the target.
+VerifyResult verify_simulated(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
+                              double rate, RngStream& decide, RngStream& rng, bool greedy);
 
 // Index of the largest value (lowest index on ties), as the greedy sampler does.
 int32_t argmax_row(const float* x, int64_t n);

@@ -1,11 +1,14 @@
 #include "sweep/grid.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "core/check.h"
+#include "speculative/simulate.h"
 
 namespace tf::sweep {
 
@@ -90,6 +93,46 @@ std::vector<double> parse_real_list(const std::string& option, const std::string
   return out;
 }
 
+std::vector<std::string> parse_simulate_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& entry : parse_string_list(option, text)) {
+    if (entry == "none") {
+      if (seen.insert("").second) out.push_back("");
+      continue;
+    }
+    // Per level, its alternatives; then every combination, the last level fastest.
+    std::vector<std::vector<double>> levels;
+    std::stringstream ss(entry);
+    std::string field;
+    while (std::getline(ss, field, '/'))
+      levels.push_back(speculative::parse_acceptance_rates(field, "--" + option + " '" + entry + "':", '|'));
+    TF_CHECK(!levels.empty() && entry.back() != '/',
+             "--" << option << ": '" << entry << "': expected none or one rate per verifying level separated by '/'");
+    std::vector<std::vector<double>> combos = {{}};
+    for (const auto& alts : levels) {
+      std::vector<std::vector<double>> next;
+      for (const auto& c : combos)
+        for (double a : alts) {
+          next.push_back(c);
+          next.back().push_back(a);
+        }
+      combos = std::move(next);
+    }
+    for (const auto& c : combos) {
+      const std::string k = speculative::acceptance_str(c, '/');
+      if (seen.insert(k).second) out.push_back(k);
+    }
+  }
+  return out;
+}
+
+int64_t verifying_levels(const std::string& m) {
+  if (m == "ar") return 0;
+  if (m == "spec" || m == "retrieval") return 1;
+  return 2;  // streaming-hier, triforce, ngram-triforce
+}
+
 MethodParams method_params(const std::string& m) {
   //                         draft  γ1     γ2     budget chunk  sink/w reretr
   if (m == "ar") return {false, false, false, false, false, false, false};
@@ -111,6 +154,8 @@ std::string Point::key(const std::vector<std::string>& prompt_names) const {
      << ";rep=" << rep << ";method=" << method << ";draft=" << draft << ";gamma1=" << gamma1
      << ";gamma2=" << gamma2 << ";budget=" << budget << ";chunk=" << chunk << ";sink=" << sink
      << ";window=" << window << ";reretrieve=" << reretrieve;
+  // Only simulated runs carry it, so a real run's key is what it always was.
+  if (!simulate_acceptance.empty()) os << ";simulate_acceptance=" << simulate_acceptance;
   return os.str();
 }
 
@@ -133,6 +178,27 @@ std::vector<Point> expand(const GridSpec& g) {
   std::vector<std::string> methods = {"ar"};
   for (const auto& m : g.methods)
     if (m != "ar") methods.push_back(m);
+  // Simulated tuples per method: those with its number of verifying levels.
+  auto arity = [](const std::string& s) { return s.empty() ? 0 : int64_t(std::count(s.begin(), s.end(), '/')) + 1; };
+  std::map<std::string, std::vector<std::string>> sims;
+  for (const auto& m : methods) {
+    if (m == "ar" || g.simulate_acceptance.empty()) {
+      sims[m] = {""};  // ar is the real baseline, never simulated
+      continue;
+    }
+    for (const auto& s : g.simulate_acceptance)
+      if (s.empty() || arity(s) == verifying_levels(m)) sims[m].push_back(s);
+    TF_CHECK(!sims[m].empty(), "--simulate-acceptance: no entry has " << verifying_levels(m) << " rate(s) for method "
+                                                                      << m << "'s verifying levels; add one, or none "
+                                                                      << "for a real run");
+  }
+  for (const auto& s : g.simulate_acceptance) {
+    bool used = s.empty();
+    for (const auto& m : methods) used |= m != "ar" && arity(s) == verifying_levels(m);
+    TF_CHECK(used, "--simulate-acceptance: '" << s << "' has " << arity(s)
+                                              << " rate(s), which fits no swept method's verifying levels "
+                                              << "(spec, retrieval: 1; streaming-hier, triforce, ngram-triforce: 2)");
+  }
   for (int64_t pr = 0; pr < g.n_prompts; ++pr)
     for (auto ctx : g.contexts)
       for (auto mn : g.max_new)
@@ -175,7 +241,8 @@ std::vector<Point> expand(const GridSpec& g) {
                           for (auto c : vals_i(mp.chunk, g.chunks))
                             for (auto s : vals_i(mp.streaming, g.sinks))
                               for (auto w : vals_i(mp.streaming, g.windows))
-                                for (const auto& rr : vals_s(mp.reretrieve, g.reretrieve)) {
+                                for (const auto& rr : vals_s(mp.reretrieve, g.reretrieve))
+                                  for (const auto& sim : sims[m]) {
                                   Point p = base;
                                   p.method = m;
                                   p.draft = d;
@@ -186,6 +253,7 @@ std::vector<Point> expand(const GridSpec& g) {
                                   p.sink = s;
                                   p.window = w;
                                   p.reretrieve = rr;
+                                  p.simulate_acceptance = sim;
                                   if (!seen.insert(p.key(names)).second) continue;
                                   p.index = int64_t(out.size());
                                   p.baseline = baseline;

@@ -22,6 +22,10 @@ struct GridSpec {
   std::vector<int64_t> max_new;
   std::vector<int64_t> budgets, chunks, gamma1, gamma2, sinks, windows;
   std::vector<std::string> reretrieve;
+  // Simulated acceptance tuples, canonical "A1/A2" ("" = a real run); empty
+  // list = real runs only. Each tuple goes to the methods with that many
+  // verifying levels; ar is never simulated (parse_simulate_list).
+  std::vector<std::string> simulate_acceptance;
   std::vector<double> temperatures, top_ps;
   std::vector<uint64_t> seeds;
   int64_t repetitions = 1;
@@ -40,6 +44,7 @@ struct Point {
   std::string method, draft;
   int64_t budget = -1, chunk = -1, gamma1 = -1, gamma2 = -1, sink = -1, window = -1;
   std::string reretrieve;
+  std::string simulate_acceptance;  // "" = a real run; else the rates, bottom level first, '/'-separated
   int64_t baseline = -1;  // index of the `ar` point of this unit (itself for ar)
 
   // Every parameter, canonical: equal keys <=> the same run. Prompt by name.
@@ -55,6 +60,15 @@ struct MethodParams {
 MethodParams method_params(const std::string& method);
 
 std::vector<Point> expand(const GridSpec& g);
+
+// The sweep's simulate-acceptance list: comma-separated entries, each `none`
+// (a real run) or one field per verifying level separated by '/', a field
+// being a rate in [0, 1] or alternatives a|b|c (the entry is then the cross
+// product): "0.2|0.5/0.9|0.98, none" -> 0.2/0.9, 0.2/0.98, 0.5/0.9, 0.5/0.98, "".
+// Canonical entries (shortest round-trip numbers), duplicates dropped.
+std::vector<std::string> parse_simulate_list(const std::string& option, const std::string& text);
+// Verifying levels of a named sweep method (spec, retrieval: 1; the 3-level ones: 2; ar: 0).
+int64_t verifying_levels(const std::string& method);
 
 struct Shard {
   int64_t index = 0, count = 1;

@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "parallel/target_levels.h"
+#include "speculative/simulate.h"
 
 namespace tf::sweep {
 
@@ -46,6 +47,7 @@ std::string label(const Point& p, const std::vector<std::string>& names) {
   if (!p.reretrieve.empty() && p.reretrieve != "never") os << " rr=" << p.reretrieve;
   os << " T=" << p.temperature << " seed=" << p.seed;
   if (p.rep) os << " rep=" << p.rep;
+  if (!p.simulate_acceptance.empty()) os << " SIMULATED acceptance " << p.simulate_acceptance;
   return os.str();
 }
 
@@ -72,6 +74,8 @@ speculative::MethodRequest method_request(const Point& p, const std::vector<int6
   r.sampling.seed = p.seed;
   r.max_new_tokens = p.max_new;
   r.stop_ids = stop_ids;
+  if (!p.simulate_acceptance.empty())
+    r.simulate_acceptance = speculative::parse_acceptance_rates(p.simulate_acceptance, "--simulate-acceptance", '/');
   return r;
 }
 
@@ -102,6 +106,9 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   I("sink", p.sink);
   I("window", p.window);
   S("reretrieve", p.reretrieve);
+  // "" for a real run; else the simulated rates per verifying level ("0.35/0.9137"): the run's
+  // alpha_l<l> then measure the simulation, and its tokens are not the target's.
+  S("simulated_acceptance", p.simulate_acceptance);
   R("temperature", p.temperature);
   R("top_p", p.top_p);
   I("seed", int64_t(p.seed));
@@ -136,7 +143,9 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   R("speedup_e2e_vs_ar", ar_e2e / o.e2e_ms_per_token);
   // Exactness at T = 0: the speculative output must be ar's, token for token.
   int64_t equal = -1;
-  if (p.temperature == 0 && (is_ar || ar)) equal = is_ar || ar->tokens == o.tokens ? 1 : 0;
+  // (A simulated run differs from ar by design: -1, not checked.)
+  if (p.temperature == 0 && (is_ar || ar) && p.simulate_acceptance.empty())
+    equal = is_ar || ar->tokens == o.tokens ? 1 : 0;
   I("tokens_equal_ar", equal);
   I("retrieval_rebuilds", o.retrieval_rebuilds);
   S("token_kinds", o.token_kinds);
@@ -161,6 +170,7 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
     I("steps" + s, l.steps);
     I("drafted" + s, l.drafted);
     I("accepted" + s, l.accepted);
+    I("rejected" + s, l.rejected);
     R("alpha" + s, l.alpha);
     R("tau" + s, l.tau);
     I("ns" + s, l.ns);
@@ -258,6 +268,16 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
             char b[32];
             std::snprintf(b, sizeof b, "%s%.2f", levels.empty() ? "" : "/", l.alpha);
             levels += b;
+          }
+          if (!p.simulate_acceptance.empty()) {  // what the simulated decisions gave, against the rates set
+            levels += " (per decision ";
+            for (const auto& l : o.levels) {
+              char b[32];
+              std::snprintf(b, sizeof b, "%s%.2f", &l == &o.levels.front() ? "" : "/",
+                            l.accepted + l.rejected ? double(l.accepted) / double(l.accepted + l.rejected) : 0.0);
+              levels += b;
+            }
+            levels += ")";
           }
           const double speed = o.decode_ms_per_token > 0 ? 1000.0 / o.decode_ms_per_token : 0.0;
           const double su = p.is_baseline() ? 1.0 : ar->decode_ms_per_token / o.decode_ms_per_token;
