@@ -287,8 +287,9 @@ int cmd_sweep(const std::vector<std::string>& args) {
     std::unique_ptr<Tokenizer> tok;
     if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
     std::map<std::string, ModelConfig> draft_cfgs;
-    for (const auto& d : g.drafts)
-      if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = open_checkpoint(d).config;
+    for (const auto& d : g.drafts)  // PATH, model:PATH or synthetic:NAME (a layer skip shares the target's weights)
+      if (!d.empty() && d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0)
+        draft_cfgs[d] = peek_config(d.rfind("model:", 0) == 0 ? d.substr(6) : d);
     sweep::Throughput tp;
     if (device == "cuda") tp = {4e14, 3e12, 2};
     if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;

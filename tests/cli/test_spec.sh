@@ -41,10 +41,12 @@ import json, sys
 for f in sys.argv[1:]:
     j = json.load(open(f))
     t = j["times_ms"]
-    for k in ("prefill", "setup", "retrieval_build", "draft", "middle", "verify", "retrieval_rebuild", "decode", "total"):
+    for k in ("prefill", "setup", "retrieval_build", "draft_prefill", "draft", "middle", "verify", "retrieval_rebuild", "decode", "total"):
         assert k in t and t[k] >= 0, (f, k, t)
     assert t["decode"] > 0 and j["decode_ms_per_token"] > 0 and j["e2e_ms_per_token"] >= j["decode_ms_per_token"], j
-    assert abs(t["total"] - (t["prefill"] + t["setup"] + t["retrieval_build"] + t["decode"])) < 1e-6 * max(1, t["total"]), t
+    assert abs(t["total"] - (t["prefill"] + t["setup"] + t["retrieval_build"] + t["draft_prefill"] + t["decode"])) < 1e-6 * max(1, t["total"]), t
+    # The chain's bottom is layerskip:1@streaming: it absorbed the prompt in its own phase.
+    assert (t["draft_prefill"] > 0) == ("@streaming" in j.get("chain", "").split(">")[0]), (f, t)
     if j["method"] != "ar":
         assert len(j["levels"]) == 3 and len(j["steps"]) == j["levels"][-1]["steps"], j["levels"]
         assert sum(s["generated"] for s in j["steps"]) == j["n_generated"]
