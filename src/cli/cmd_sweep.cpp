@@ -171,7 +171,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "name", po::value<std::string>()->default_value("sweep"), "a name for the sweep (root attribute)")(
       "method", po::value<std::string>()->default_value("triforce"),
       "methods: ar, spec, retrieval, streaming-hier, triforce, ngram-triforce (ar always runs as the baseline)")(
-      "draft", po::value<std::string>()->default_value(""), "drafts: PATH | layerskip:K | ngram:N (empty: default)")(
+      "draft", po::value<std::string>()->default_value(""), "drafts: PATH | synthetic:NAME | layerskip:K | ngram:N (empty: default)")(
       "context", po::value<std::string>(), "context lengths: each prompt is cut to its first N tokens")(
       "max-new-tokens", po::value<std::string>()->default_value("64"), "tokens generated per run")(
       "budget", po::value<std::string>()->default_value(""), "retrieval budgets (empty: the method's default)")(

@@ -368,7 +368,10 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       ScopedPhase t(clock, out.times.setup);
       top->seed(*snapshot, head);
     }
+    // The prompt is committed: each step then compares only what follows it (TokenMirror).
+    top->sync(prompt);
     std::vector<int32_t> seq = prompt;
+    seq.reserve(prompt.size() + size_t(max_new));
     Tensor lg;
     const int64_t t0 = clock.now_ns();
     const Tensor first = top->logits(seq, 1);
