@@ -301,6 +301,9 @@ double ms(int64_t ns) { return double(ns) / 1e6; }
 namespace {
 
 // Slots the top level's cache needs beyond the prompt (the chain's speculation room).
+// It also bounds a StreamingLLM drafter's tail: the middle levels' uncommitted
+// tokens (at most Σ(γ_l − 1) over them), the last committed token and γ1 − 1
+// forwarded proposals, i.e. at most Σγ.
 int64_t spec_room_of(const ResolvedMethod& rm) {
   int64_t room = 8;
   for (int64_t g : rm.gammas) room += g;
