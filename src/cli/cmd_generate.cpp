@@ -142,7 +142,7 @@ int cmd_generate(const std::vector<std::string>& args) {
       "compare", po::value<std::string>(),
       "also run this method (e.g. ar) on the same prefill; print both and whether the tokens are identical")(
       "draft", po::value<std::string>()->default_value(""),
-      "D: PATH (a checkpoint sharing the target's vocabulary) | layerskip:K | ngram:N; "
+      "D: PATH (a checkpoint sharing the target's vocabulary) | synthetic:NAME | layerskip:K | ngram:N; "
       "default layerskip:<a quarter of the target's layers>")(
       "gammas", po::value<std::string>(),
       "tokens each drafting level proposes per call, bottom first (e.g. 2,6). Default: spec 4, retrieval 6, "

@@ -173,7 +173,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "name", po::value<std::string>()->default_value("sweep"), "a name for the sweep (root attribute)")(
       "method", po::value<std::string>()->default_value("triforce"),
       "methods: ar, spec, retrieval, streaming-hier, triforce, ngram-triforce (ar always runs as the baseline)")(
-      "draft", po::value<std::string>()->default_value(""), "drafts: PATH | layerskip:K | ngram:N (empty: default)")(
+      "draft", po::value<std::string>()->default_value(""), "drafts: PATH | synthetic:NAME | layerskip:K | ngram:N (empty: default)")(
       "context", po::value<std::string>(), "context lengths: each prompt is cut to its first N tokens")(
       "max-new-tokens", po::value<std::string>()->default_value("64"), "tokens generated per run")(
       "budget", po::value<std::string>()->default_value(""), "retrieval budgets (empty: the method's default)")(
@@ -296,8 +296,9 @@ int cmd_sweep(const std::vector<std::string>& args) {
     std::unique_ptr<Tokenizer> tok;
     if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
     std::map<std::string, ModelConfig> draft_cfgs;
-    for (const auto& d : g.drafts)
-      if (d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0) draft_cfgs[d] = peek_config(d);
+    for (const auto& d : g.drafts)  // PATH, model:PATH or synthetic:NAME (a layer skip shares the target's weights)
+      if (!d.empty() && d.rfind("layerskip:", 0) != 0 && d.rfind("ngram:", 0) != 0)
+        draft_cfgs[d] = peek_config(d.rfind("model:", 0) == 0 ? d.substr(6) : d);
     sweep::Throughput tp;
     if (device == "cuda") tp = {4e14, 3e12, 2};
     if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;

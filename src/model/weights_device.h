@@ -25,5 +25,8 @@ ModelConfig synthetic_config(const std::string& path);
 // (the slicing of LlamaWeights::load, vocab-parallel lm_head included).
 LlamaWeights synthetic_weights(const ModelConfig& cfg, Device dev, DType dt, uint64_t seed = 1234,
                                ShardSpec shard = {});
+// The seed of a synthetic:NAME draft (--draft, model:NAME levels): not the
+// target's 1234, so a draft of the target's shape is another model.
+constexpr uint64_t kSyntheticDraftSeed = 6151;
 
 }  // namespace tf

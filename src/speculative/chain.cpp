@@ -44,16 +44,17 @@ const ModelRunner& SpecChain::runner(int level) const {
   return *r;
 }
 
-void SpecChain::verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub,
+void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Proposal& sub,
                             const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
   Verifier& run = *levels_[size_t(level - 1)];
   LevelMetrics& m = metrics_[size_t(level)];
   ScopedPhase timed(*clock_, m.ns);
   const int64_t V = run.vocab();
   const int64_t g = int64_t(sub.tokens.size());
-  std::vector<int32_t> seq = context;
-  seq.insert(seq.end(), sub.tokens.begin(), sub.tokens.end());
-  Tensor lg = run.logits(seq, g + 1);
+  const size_t n_ctx = context.size();
+  context.insert(context.end(), sub.tokens.begin(), sub.tokens.end());
+  Tensor lg = run.logits(context, g + 1);
+  context.resize(n_ctx);
   p.resize(size_t((g + 1) * V));
   for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, p.data() + i * V);
   const bool top = level == levels() - 1;
@@ -71,14 +72,14 @@ void SpecChain::verify_into(int level, const std::vector<int32_t>& context, cons
   ++m.accepted_hist[size_t(vr.accepted)];
 }
 
-Proposal SpecChain::propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp) {
+Proposal SpecChain::propose(int level, std::vector<int32_t>& ctx, const SamplingParams& sp) {
   if (level == 0) {
     ScopedPhase timed(*clock_, metrics_[0].ns);
-    return drafter_->propose(context, opt_.gamma[0], sp, rng_[0]);
+    return drafter_->propose(ctx, opt_.gamma[0], sp, rng_[0]);
   }
   const int64_t V = drafter_->vocab();
   Proposal out;
-  std::vector<int32_t> ctx = context;
+  const size_t n_ctx = ctx.size();
   VerifyResult vr;
   std::vector<float> p;
   while (int64_t(out.tokens.size()) < opt_.gamma[size_t(level)]) {
@@ -91,6 +92,7 @@ Proposal SpecChain::propose(int level, const std::vector<int32_t>& context, cons
       ctx.push_back(vr.tokens[k]);
     }
   }
+  ctx.resize(n_ctx);
   return out;
 }
 
@@ -121,6 +123,7 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   ChainResult res;
   auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
   std::vector<int32_t> ctx = prompt;
+  ctx.reserve(prompt.size() + size_t(max_new_tokens) + size_t(spec) + 1 + size_t(opt_.gamma.back()));
   const int top = levels() - 1;
   auto t0 = std::chrono::steady_clock::now();
   auto t1 = t0;

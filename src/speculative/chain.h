@@ -88,8 +88,10 @@ class SpecChain {
   std::function<void(const SpecChain&, const std::vector<int32_t>& context, const VerifyResult& top)> on_step;
 
  private:
-  Proposal propose(int level, const std::vector<int32_t>& context, const SamplingParams& sp);
-  void verify_into(int level, const std::vector<int32_t>& context, const Proposal& sub, const SamplingParams& sp,
+  // context: the committed context, extended in place while a call works and
+  // restored before it returns, so no call copies the prompt.
+  Proposal propose(int level, std::vector<int32_t>& context, const SamplingParams& sp);
+  void verify_into(int level, std::vector<int32_t>& context, const Proposal& sub, const SamplingParams& sp,
                    VerifyResult& vr, std::vector<float>& p);
 
   Drafter* drafter_;

@@ -10,7 +10,8 @@ namespace tf::speculative {
 ModelRunner::ModelRunner(LlamaModel& model, int64_t capacity) : model_(&model), cache_(model.make_cache(capacity)) {}
 
 ModelRunner::ModelRunner(LlamaModel& model, FullKVCache cache, const std::vector<int32_t>& tokens)
-    : model_(&model), cache_(std::move(cache)), cached_(tokens) {
+    : model_(&model), cache_(std::move(cache)) {
+  cached_.assign(tokens);
   cache_.truncate(int64_t(tokens.size()));
 }
 
@@ -21,67 +22,76 @@ void ModelRunner::reset() {
 
 void ModelRunner::load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens) {
   copy_prefix(src, int64_t(tokens.size()), cache_);
-  cached_ = tokens;
+  cached_.assign(tokens);
 }
 
 void ModelRunner::last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q) {
   TF_CHECK(!context.empty(), "ModelRunner::last_query: empty context");
-  sync(context);
+  rollback_to(context);
   const size_t keep = std::min(cached_.size(), context.size() - 1);
   cache_.truncate(int64_t(keep));
-  cached_.resize(keep);
+  cached_.truncate(keep);
   std::vector<int32_t> fresh(context.begin() + int64_t(keep), context.end());
   model_->forward_capturing_last_query(fresh, cache_, 1, q);
-  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+  cached_.append(fresh.begin(), fresh.end());
+}
+
+void ModelRunner::rollback_to(const std::vector<int32_t>& seq) {
+  const size_t n = cached_.common(seq);
+  cache_.truncate(int64_t(n));
+  cached_.truncate(n);
 }
 
 void ModelRunner::sync(const std::vector<int32_t>& context) {
-  size_t n = 0;
-  const size_t lim = std::min(cached_.size(), context.size());
-  while (n < lim && cached_[n] == context[n]) ++n;
-  cache_.truncate(int64_t(n));
-  cached_.resize(n);
+  rollback_to(context);
+  cached_.commit(cached_.size());
 }
 
 Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   TF_CHECK(n_out >= 1 && n_out <= int64_t(seq.size()), "ModelRunner: n_out " << n_out << " for " << seq.size()
                                                                               << " tokens");
-  sync(seq);
+  rollback_to(seq);
   // At least n_out tokens must be forwarded to get their logits.
   const size_t keep = std::min(cached_.size(), seq.size() - size_t(n_out));
   cache_.truncate(int64_t(keep));
-  cached_.resize(keep);
+  cached_.truncate(keep);
   std::vector<int32_t> fresh(seq.begin() + int64_t(keep), seq.end());
   Tensor out = model_->forward(fresh, cache_, n_out);
-  cached_.insert(cached_.end(), fresh.begin(), fresh.end());
+  cached_.append(fresh.begin(), fresh.end());
   return out;
 }
 
+void sync_mirror(TokenMirror& seq, const std::vector<int32_t>& context) {
+  seq.truncate(seq.common(context));
+  seq.commit(seq.size());
+}
+
 Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
-                                RngStream& rng) {
+                                RngStream& rng, TokenMirror& seq) {
   Proposal pr;
   const int64_t V = v.vocab();
   pr.q.resize(size_t(k * V));
-  std::vector<int32_t> seq = context;
+  seq.truncate(seq.common(context));
+  seq.append(context.begin() + int64_t(seq.size()), context.end());
   for (int64_t i = 0; i < k; ++i) {
-    Tensor lg = v.logits(seq, 1);
+    Tensor lg = v.logits(seq.tokens(), 1);
     float* qi = pr.q.data() + i * V;
     sampling_distribution(lg.ptr<float>(), V, sp, qi);
     const int32_t t = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
     pr.tokens.push_back(t);
-    seq.push_back(t);
+    seq.append(&t, &t + 1);
   }
   return pr;
 }
 
 Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                RngStream& rng) {
-  return propose_autoregressive(runner_, context, k, sp, rng);
+  return propose_autoregressive(runner_, context, k, sp, rng, seq_);
 }
 
 Proposal VerifierDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                   RngStream& rng) {
-  return propose_autoregressive(*v_, context, k, sp, rng);
+  return propose_autoregressive(*v_, context, k, sp, rng, seq_);
 }
 
 Proposal NgramDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams&, RngStream&) {

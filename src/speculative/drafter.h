@@ -8,6 +8,8 @@
 // verifying levels of a chain: it remembers which tokens its FullKVCache holds,
 // and on every call truncates the cache to the longest common prefix with the
 // requested sequence (that truncate IS the rollback) before forwarding the rest.
+// The prefix is found at O(new tokens) (TokenMirror): sync() marks the
+// committed context, which later sequences extend.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "gen/sampling.h"
 #include "kv/full_cache.h"
 #include "model/llama.h"
+#include "speculative/token_mirror.h"
 #include "speculative/verify.h"
 
 namespace tf::speculative {
@@ -46,12 +49,12 @@ class ModelRunner : public Verifier {
   LlamaModel& model() { return *model_; }
   int64_t vocab() const override { return model_->config().vocab_size; }
   const FullKVCache& cache() const { return cache_; }
-  const std::vector<int32_t>& cached_tokens() const { return cached_; }
+  const std::vector<int32_t>& cached_tokens() const { return cached_.tokens(); }
 
   // Logits [n_out, vocab] after each of the last n_out tokens of seq
   // (1 <= n_out <= seq.size()); the cache then holds all of seq.
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
-  // Roll the cache back to its longest common prefix with `context`.
+  // Roll the cache back to its longest common prefix with the committed `context`.
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   // Keeps the cached prefix the prompt shares (rollback == truncate).
@@ -64,9 +67,11 @@ class ModelRunner : public Verifier {
   void last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q);
 
  private:
+  void rollback_to(const std::vector<int32_t>& seq);  // truncate to the common prefix (not a commit)
+
   LlamaModel* model_;
   FullKVCache cache_;
-  std::vector<int32_t> cached_;  // token of each cache slot
+  TokenMirror cached_;  // token of each cache slot
 };
 
 struct Proposal {
@@ -74,9 +79,13 @@ struct Proposal {
   std::vector<float> q;  // [tokens.size(), vocab]
 };
 
-// k tokens drawn one at a time from v's logits after context (+ the tokens so far).
+// k tokens drawn one at a time from v's logits after context (+ the tokens so
+// far). seq: the caller's copy of its last sequence, brought to context at
+// O(new tokens) rather than copied.
 Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
-                                RngStream& rng);
+                                RngStream& rng, TokenMirror& seq);
+// The committed context for such a copy.
+void sync_mirror(TokenMirror& seq, const std::vector<int32_t>& context);
 
 class Drafter {
  public:
@@ -103,15 +112,25 @@ class ModelDrafter : public Drafter {
   int64_t vocab() const override { return runner_.vocab(); }
   Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                    RngStream& rng) override;
-  void sync(const std::vector<int32_t>& context) override { runner_.sync(context); }
-  void reset() override { runner_.reset(); }
-  void begin(const std::vector<int32_t>& prompt) override { runner_.begin(prompt); }
+  void sync(const std::vector<int32_t>& context) override {
+    runner_.sync(context);
+    sync_mirror(seq_, context);
+  }
+  void reset() override {
+    runner_.reset();
+    seq_.clear();
+  }
+  void begin(const std::vector<int32_t>& prompt) override {
+    runner_.begin(prompt);
+    sync_mirror(seq_, prompt);
+  }
   int64_t cache_length() const override { return runner_.cache().length(); }
   const ModelRunner& runner() const { return runner_; }
   ModelRunner& runner() { return runner_; }
 
  private:
   ModelRunner runner_;
+  TokenMirror seq_;
 };
 
 // Prompt lookup: the longest suffix of the context of length max_n..1 that
@@ -139,14 +158,24 @@ class VerifierDrafter : public Drafter {
   int64_t vocab() const override { return v_->vocab(); }
   Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                    RngStream& rng) override;
-  void sync(const std::vector<int32_t>& context) override { v_->sync(context); }
-  void reset() override { v_->reset(); }
-  void begin(const std::vector<int32_t>& prompt) override { v_->begin(prompt); }
+  void sync(const std::vector<int32_t>& context) override {
+    v_->sync(context);
+    sync_mirror(seq_, context);
+  }
+  void reset() override {
+    v_->reset();
+    seq_.clear();
+  }
+  void begin(const std::vector<int32_t>& prompt) override {
+    v_->begin(prompt);
+    sync_mirror(seq_, prompt);
+  }
   Verifier& verifier() { return *v_; }
   const Verifier& verifier() const { return *v_; }
 
  private:
   std::unique_ptr<Verifier> v_;
+  TokenMirror seq_;
 };
 
 // The target's first K layers + its final norm and head (weights shared, not copied).

@@ -251,13 +251,17 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
     return *it->second;
   }
   if (is_synthetic_path(path)) {
-    // A benchmark draft beside a synthetic target (e.g. synthetic:llama-68m for
-    // synthetic:llama2-7b-128k, the paper's pair): published shapes, seeded weights.
-    const ModelConfig cfg = synthetic_config(path);
-    TF_CHECK(cfg.vocab_size == target.config().vocab_size,
-             "--draft " << path << ": vocabulary of " << cfg.vocab_size << " tokens, the target has "
+    const std::vector<std::string> names = synthetic_model_names();
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    TF_CHECK(std::find(names.begin(), names.end(), path) != names.end(),
+             "--draft " << path << ": unknown synthetic model; expected one of " << list);
+    const ModelConfig c = synthetic_config(path);
+    TF_CHECK(c.vocab_size == target.config().vocab_size,
+             "--draft " << path << ": vocabulary of " << c.vocab_size << " tokens, the target has "
                         << target.config().vocab_size);
-    auto m = std::make_unique<LlamaModel>(cfg, synthetic_weights(cfg, target.device(), target.dtype(), 5678),
+    // A seed of its own: a synthetic draft of the target's shape is not a copy of it.
+    auto m = std::make_unique<LlamaModel>(c, synthetic_weights(c, target.device(), target.dtype(), kSyntheticDraftSeed),
                                           target.max_chunk());
     return *(models_[path] = std::move(m));
   }
@@ -285,6 +289,7 @@ struct RetrievalLevelRef {
 struct BuiltChain {
   std::vector<std::unique_ptr<LlamaModel>> owned_models;
   std::unique_ptr<Drafter> drafter;
+  StreamingDrafter* streaming_drafter = nullptr;     // drafter, when it absorbs the prompt itself
   std::vector<std::unique_ptr<Verifier>> verifiers;  // levels 1..N-1
   parallel::TargetLevel* top = nullptr;                  // verifiers.back()
   std::vector<RetrievalLevelRef> retrieval;
@@ -297,6 +302,9 @@ double ms(int64_t ns) { return double(ns) / 1e6; }
 namespace {
 
 // Slots the top level's cache needs beyond the prompt (the chain's speculation room).
+// It also bounds a StreamingLLM drafter's tail: the middle levels' uncommitted
+// tokens (at most Σ(γ_l − 1) over them), the last committed token and γ1 − 1
+// forwarded proposals, i.e. at most Σγ.
 int64_t spec_room_of(const ResolvedMethod& rm) {
   int64_t room = 8;
   for (int64_t g : rm.gammas) room += g;
@@ -366,7 +374,10 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       ScopedPhase t(clock, out.times.setup);
       top->seed(*snapshot, head);
     }
+    // The prompt is committed: each step then compares only what follows it (TokenMirror).
+    top->sync(prompt);
     std::vector<int32_t> seq = prompt;
+    seq.reserve(prompt.size() + size_t(max_new));
     Tensor lg;
     const int64_t t0 = clock.now_ns();
     const Tensor first = top->logits(seq, 1);
@@ -415,6 +426,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
         TF_CHECK(!driven, where << ": the target as the StreamingLLM drafter cannot be driven by rank 0; run it with "
                                 << "--tp-mode lockstep, or draft with layerskip:K@streaming (rank 0 alone)");
         bc.drafter = std::make_unique<StreamingDrafter>(model, l.sink, l.window, spec_room);
+        bc.streaming_drafter = static_cast<StreamingDrafter*>(bc.drafter.get());
         continue;
       }
       if (on_target) {
@@ -462,6 +474,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
         v = std::move(r);
       } else if (i == 0) {  // the draft's StreamingLLM cache absorbs the prompt itself, as the reference's does
         bc.drafter = std::make_unique<StreamingDrafter>(model, l.sink, l.window, spec_room);
+        bc.streaming_drafter = static_cast<StreamingDrafter*>(bc.drafter.get());
         continue;
       } else {
         v = std::make_unique<StreamingRunner>(model, l.sink, l.window, spec_room + 2);
@@ -501,6 +514,11 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
           rl.other->rebuild(ctx);
       }
     };
+    if (bc.streaming_drafter) {
+      // Its own phase: the chain's begin() then keeps what this absorbed.
+      ScopedPhase t(clock, out.times.draft_prefill);
+      bc.streaming_drafter->begin(prompt);
+    }
     const int64_t t0 = clock.now_ns();
     ChainResult r = chain.generate(prompt, max_new, sp, req.stop_ids);
     out.times.decode = clock.now_ns() - t0;
@@ -534,7 +552,8 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       out.levels.push_back(lo);
     }
   }
-  out.times.total = out.times.prefill + out.times.setup + out.times.retrieval_build + out.times.decode;
+  out.times.total =
+      out.times.prefill + out.times.setup + out.times.retrieval_build + out.times.draft_prefill + out.times.decode;
   const double n = double(std::max<size_t>(1, out.tokens.size()));
   out.decode_ms_per_token = ms(out.times.decode) / n;
   out.e2e_ms_per_token = ms(out.times.total) / n;
@@ -595,6 +614,7 @@ nlohmann::json MethodOutcome::to_json() const {
   j["times_ms"] = {{"prefill", ms(times.prefill)},
                    {"setup", ms(times.setup)},
                    {"retrieval_build", ms(times.retrieval_build)},
+                   {"draft_prefill", ms(times.draft_prefill)},
                    {"draft", ms(times.draft)},
                    {"middle", ms(times.middle)},
                    {"verify", ms(times.verify)},

@@ -119,12 +119,13 @@ struct PhaseTimes {  // nanoseconds
   int64_t prefill = 0;            // the target's prompt prefill (the snapshot's, when reused)
   int64_t setup = 0;              // copies from the snapshot into the method's caches
   int64_t retrieval_build = 0;    // chunk scoring and gathering of every retrieval level
+  int64_t draft_prefill = 0;      // the StreamingLLM draft absorbing the prompt (StreamingDrafter::begin)
   int64_t draft = 0;              // the bottom level proposing
   int64_t middle = 0;             // levels between the drafter and the top
   int64_t verify = 0;             // the top level (for ar: every decode forward)
   int64_t retrieval_rebuild = 0;  // re-retrievals
   int64_t decode = 0;             // the whole generation loop (draft + middle + verify + rebuilds + bookkeeping)
-  int64_t total = 0;              // prefill + setup + retrieval_build + decode
+  int64_t total = 0;              // prefill + setup + retrieval_build + draft_prefill + decode
 };
 
 struct MethodOutcome {
@@ -152,7 +153,9 @@ struct MethodOutcome {
 // Draft checkpoints (model:PATH levels) loaded once and kept for later calls.
 class DraftModels {
  public:
-  // Loads PATH (HF folder or GGUF) on first use; refuses a vocabulary other than the target's.
+  // Loads PATH (HF folder or GGUF) on first use, or makes a synthetic:NAME
+  // model on the target's device and dtype (seeded apart from a synthetic
+  // target); refuses a vocabulary other than the target's.
   LlamaModel& get(const std::string& path, const LlamaModel& target);
   // A model already in memory, used for model:NAME levels (tests, preloaded sweeps).
   void put(const std::string& name, std::unique_ptr<LlamaModel> m) { models_[name] = std::move(m); }

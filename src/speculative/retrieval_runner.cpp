@@ -12,6 +12,7 @@ RetrievalRunner::RetrievalRunner(LlamaModel& model, RetrievalOptions opt, int64_
 void RetrievalRunner::reset() {
   rc_.cache().reset();
   prompt_.clear();
+  prompt_checked_ = false;
   tail_.clear();
 }
 
@@ -40,10 +41,12 @@ void RetrievalRunner::rebuild(const std::vector<int32_t>& context) {
   prompt_ = context;
 }
 
-size_t RetrievalRunner::common(const std::vector<int32_t>& seq) const {
+size_t RetrievalRunner::common(const std::vector<int32_t>& seq) {
   const size_t P = prompt_.size();
-  TF_CHECK(!prompt_.empty() && seq.size() >= P && std::equal(prompt_.begin(), prompt_.end(), seq.begin()),
+  TF_CHECK(!prompt_.empty() && seq.size() >= P && seq[P - 1] == prompt_.back() &&
+               (prompt_checked_ || std::equal(prompt_.begin(), prompt_.end(), seq.begin())),
            "retrieval runner: the context does not start with the prompt given to begin()");
+  prompt_checked_ = true;
   size_t n = 0;
   while (n < tail_.size() && P - 1 + n < seq.size() && tail_[n] == seq[P - 1 + n]) ++n;
   return n;

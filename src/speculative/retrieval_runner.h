@@ -29,11 +29,15 @@ class RetrievalRunner : public Verifier {
   int64_t tail_length() const { return int64_t(tail_.size()); }
 
  private:
-  size_t common(const std::vector<int32_t>& seq) const;  // lcp of tail_ with seq[P-1:]
+  size_t common(const std::vector<int32_t>& seq);  // lcp of tail_ with seq[P-1:]
 
   LlamaModel* model_;
   RetrievalKVCache rc_;
   std::vector<int32_t> prompt_;  // what the retrieved region was built from (empty: nothing built)
+  // A sequence was checked to start with prompt_ in full since it was built;
+  // later ones extend the committed context (the chain's contract, see
+  // TokenMirror), so only their last prompt token is checked.
+  bool prompt_checked_ = false;
   std::vector<int32_t> tail_;  // tokens in tail slots: context[P-1 ...]
 };
 

@@ -6,53 +6,158 @@
 
 namespace tf::speculative {
 
-StreamingDrafter::StreamingDrafter(LlamaModel& model, int64_t sink, int64_t window, int64_t max_spec, bool reindex)
-    : model_(&model), max_spec_(max_spec),
-      cache_(model.config(), sink, window, sink + 2 * window + max_spec + 2, reindex,
-             model.weights().local_kv_heads, model.device(), model.dtype()) {}
+StreamingDrafter::StreamingDrafter(LlamaModel& model, int64_t sink, int64_t window, int64_t max_tail, bool reindex)
+    : model_(&model), max_tail_(max_tail),
+      cache_(model.config(), sink, window, sink + 2 * window + max_tail + 2, reindex,
+             model.weights().local_kv_heads, model.device(), model.dtype()) {
+  TF_CHECK(max_tail >= 1, "streaming drafter: the tail must hold at least one token, got " << max_tail);
+}
 
 void StreamingDrafter::reset() {
   cache_.cache().reset();
   absorbed_.clear();
+  tail_.clear();
+  begun_.clear();
   base_len_ = 0;
+  committed_ = 0;
   evicted_ = 0;
 }
 
-void StreamingDrafter::sync(const std::vector<int32_t>& context) {
-  // Drop the speculative tail; absorbed tokens must still be a prefix of the context.
+Tensor StreamingDrafter::forward(const std::vector<int32_t>& tokens, int64_t true_pos) {
+  ++forwards_;
+  return model_->forward(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), 1);
+}
+
+void StreamingDrafter::drop_tail() {
   cache_.cache().truncate(base_len_);
-  if (context.size() < absorbed_.size() || !std::equal(absorbed_.begin(), absorbed_.end(), context.begin()))
-    reset();
+  tail_.clear();
+}
+
+bool StreamingDrafter::extends_absorbed(const std::vector<int32_t>& context) const {
+  const size_t a = absorbed_.size();
+  return context.size() >= a + 1 && (a == 0 || context[a - 1] == absorbed_.back());
+}
+
+void StreamingDrafter::absorb_chunks(const std::vector<int32_t>& context, size_t upto) {
+  while (absorbed_.size() < upto) {
+    const size_t n = std::min(upto - absorbed_.size(), size_t(cache_.window()));
+    std::vector<int32_t> chunk(context.begin() + int64_t(absorbed_.size()),
+                               context.begin() + int64_t(absorbed_.size() + n));
+    forward(chunk, int64_t(absorbed_.size()));
+    absorbed_.insert(absorbed_.end(), chunk.begin(), chunk.end());
+    evicted_ += cache_.evict();
+    base_len_ = cache_.cache().length();
+  }
+}
+
+// Why skipping chunks is exact. Absorbing P tokens from an empty cache in
+// W-token chunks (W = window, S = sink, W > S) evicts after every chunk:
+//  - chunk 0 fills slots [0, W); nothing is evicted (W <= S + W). The sinks,
+//    slots [0, S), are never written again.
+//  - chunk 1 fills [W, 2W); 2W > S + W, so eviction keeps the sinks and moves
+//    chunk 1 to [S, S + W). From then on, after chunk j >= 1 the cache holds
+//    exactly the sinks followed by chunk j, length S + W.
+//  - chunk j >= 2 therefore always starts from length S + W, is written at
+//    slots [S + W, S + 2W), and every slot of the cache is visible to all of
+//    its queries (the cache's positions are all below the chunk's). With
+//    reindex its positions are the slots, the same for every j, and eviction
+//    re-rotates its keys by the same -W; without reindex its positions are its
+//    text positions jW.., which the cache's only have to precede.
+// In the forward of chunk j, its layer-l K/V come from its hidden states at
+// layer l, which depend on its tokens, their positions and the attention of
+// layers < l over the cache before the chunk: layers < l of the cache, never
+// layer l or above. Layer 0 K/V depend on nothing in the cache. So if a cache
+// of that shape agrees with the sequential one on layers [0, m) before chunk
+// j, it agrees on layers [0, m + 1) after it (eviction copies and re-rotates
+// the same numbers). Start from the state after chunk 1 (exact sinks, the
+// right positions and length) in place of the state after chunk J - 1, where
+// J = F - L, F the full chunks and L the model's layers: after chunks J .. F-1,
+// L of them, all L layers are what the sequential absorption gives, bit for
+// bit on deterministic kernels (the same inputs in the same shapes). The
+// trailing partial chunk of r tokens then runs from that exact state as it
+// would sequentially (written at S + W, evicting r slots, keys re-rotated by
+// -r). Each skipped chunk would have evicted exactly W tokens. With W <= S the
+// window is not one chunk, so the plain loop runs.
+void StreamingDrafter::absorb_from_empty(const std::vector<int32_t>& context, size_t upto) {
+  const size_t W = size_t(cache_.window()), S = size_t(cache_.sink());
+  const size_t L = size_t(model_->config().num_layers);
+  const size_t full = upto / W;
+  if (!fast_absorb_ || W <= S || full <= L + 2) {
+    absorb_chunks(context, upto);
+    return;
+  }
+  absorb_chunks(context, 2 * W);  // chunks 0 and 1: the sinks and the first eviction
+  const size_t resume = (full - L) * W;
+  absorbed_.insert(absorbed_.end(), context.begin() + int64_t(2 * W), context.begin() + int64_t(resume));
+  evicted_ += int64_t(resume - 2 * W);
+  absorb_chunks(context, upto);
+}
+
+void StreamingDrafter::absorb(const std::vector<int32_t>& context, size_t upto) {
+  if (absorbed_.size() >= upto) return;
+  drop_tail();
+  if (absorbed_.empty())
+    absorb_from_empty(context, upto);
+  else
+    absorb_chunks(context, upto);
+}
+
+void StreamingDrafter::begin(const std::vector<int32_t>& prompt) {
+  TF_CHECK(!prompt.empty(), "streaming drafter: empty prompt");
+  // Kept only right after a begin with this prompt: once more is absorbed,
+  // the prompt's evicted K/V cannot be recovered.
+  if (!begun_.empty() && absorbed_.size() + 1 == prompt.size() && begun_ == prompt) {
+    drop_tail();
+    committed_ = prompt.size();
+    return;
+  }
+  reset();
+  absorb(prompt, prompt.size() - 1);
+  committed_ = prompt.size();
+  begun_ = prompt;
+}
+
+void StreamingDrafter::sync(const std::vector<int32_t>& context) {
+  TF_CHECK(!context.empty(), "streaming drafter: empty context");
+  drop_tail();
+  if (!extends_absorbed(context)) reset();
+  committed_ = context.size();
 }
 
 Proposal StreamingDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                    RngStream& rng) {
-  TF_CHECK(k <= max_spec_, "streaming drafter: " << k << " proposals > max_spec " << max_spec_);
+  TF_CHECK(k >= 1, "streaming drafter: " << k << " proposals requested");
   TF_CHECK(!context.empty(), "streaming drafter: empty context");
-  sync(context);
-  FullKVCache& c = cache_.cache();
-  // Absorb everything but the last context token, window-sized chunks, evicting after each.
-  const size_t target = context.size() - 1;
-  while (absorbed_.size() < target) {
-    const size_t n = std::min(target - absorbed_.size(), size_t(cache_.window()));
-    std::vector<int32_t> chunk(context.begin() + int64_t(absorbed_.size()),
-                               context.begin() + int64_t(absorbed_.size() + n));
-    model_->forward(chunk, cache_.next_positions(int64_t(n), int64_t(absorbed_.size())), c, 1);
-    absorbed_.insert(absorbed_.end(), chunk.begin(), chunk.end());
-    evicted_ += cache_.evict();
-  }
-  base_len_ = c.length();
+  // No committed context known (a drafter used without begin/sync), or one
+  // this context does not extend: all of it is the committed context.
+  if (committed_ == 0 || context.size() < committed_ || !extends_absorbed(context)) sync(context);
+  absorb(context, committed_ - 1);
+  const size_t a = absorbed_.size();
+  const size_t spec = context.size() - a;  // speculative context tokens + the last committed one
+  TF_CHECK(int64_t(spec) + k - 1 <= max_tail_,
+           "streaming drafter: " << spec - 1 << " speculative context tokens + the last committed one + " << k - 1
+                                 << " proposals exceed its tail of " << max_tail_
+                                 << " slots (the chain's speculation room)");
+  // Keep the tail's common prefix with this context; the last context token
+  // is always forwarded again, since its logits are not kept.
+  size_t keep = 0;
+  while (keep < tail_.size() && keep + 1 < spec && tail_[keep] == context[a + keep]) ++keep;
+  tail_.resize(keep);
+  cache_.cache().truncate(base_len_ + int64_t(keep));
+  std::vector<int32_t> fresh(context.begin() + int64_t(a + keep), context.end());
+  Tensor lg = forward(fresh, int64_t(a + keep));
+  tail_.insert(tail_.end(), fresh.begin(), fresh.end());
   Proposal pr;
   const int64_t V = vocab();
   pr.q.resize(size_t(k * V));
-  int32_t last = context.back();
   for (int64_t i = 0; i < k; ++i) {
-    Tensor lg = model_->forward(std::vector<int32_t>{last},
-                                cache_.next_positions(1, int64_t(context.size()) - 1 + i), c, 1);
     float* qi = pr.q.data() + i * V;
     sampling_distribution(lg.ptr<float>(), V, sp, qi);
-    last = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
-    pr.tokens.push_back(last);
+    const int32_t t = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
+    pr.tokens.push_back(t);
+    if (i + 1 == k) break;
+    lg = forward(std::vector<int32_t>{t}, int64_t(context.size()) + i);
+    tail_.push_back(t);
   }
   return pr;
 }

@@ -53,6 +53,13 @@ void StreamingRunner::absorb(const std::vector<int32_t>& context) {
   }
 }
 
+bool StreamingRunner::extends_committed(const std::vector<int32_t>& seq) const {
+  // The committed context only grows (the chain's contract, see TokenMirror):
+  // its last token stands for the rest.
+  const size_t C = committed_.size();
+  return seq.size() >= C + 1 && (C == 0 || seq[C - 1] == committed_.back());
+}
+
 size_t StreamingRunner::tail_common(const std::vector<int32_t>& seq) const {
   const size_t C = committed_.size();
   size_t n = 0;
@@ -61,7 +68,7 @@ size_t StreamingRunner::tail_common(const std::vector<int32_t>& seq) const {
 }
 
 void StreamingRunner::sync(const std::vector<int32_t>& context) {
-  if (context.size() < committed_.size() + 1 || !std::equal(committed_.begin(), committed_.end(), context.begin())) {
+  if (!extends_committed(context)) {
     reset();
     absorb(context);
     return;
@@ -80,7 +87,7 @@ void StreamingRunner::sync(const std::vector<int32_t>& context) {
 
 Tensor StreamingRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   const size_t C = committed_.size();
-  TF_CHECK(seq.size() >= C + size_t(n_out) && n_out >= 1 && std::equal(committed_.begin(), committed_.end(), seq.begin()),
+  TF_CHECK(seq.size() >= C + size_t(n_out) && n_out >= 1 && extends_committed(seq),
            "streaming runner: the sequence does not extend the committed context (n_out " << n_out << ")");
   const size_t keep = std::min(tail_common(seq), seq.size() - C - size_t(n_out));
   tail_.resize(keep);

@@ -35,6 +35,7 @@ class StreamingRunner : public Verifier {
  private:
   void absorb(const std::vector<int32_t>& context);  // fold context[0, size-1) into the committed part
   size_t tail_common(const std::vector<int32_t>& seq) const;
+  bool extends_committed(const std::vector<int32_t>& seq) const;
 
   LlamaModel* model_;
   StreamingKVCache cache_;

@@ -44,7 +44,7 @@ const std::vector<Column>& summary_columns() {
       {K::f64, "avg_tokens_l1"}, {K::f64, "avg_tokens_l2"}, {K::i64, "retrieval_rebuilds"},
       {K::f64, "draft_ms_per_token"}, {K::f64, "middle_ms_per_token"}, {K::f64, "verify_ms_per_token"},
       {K::f64, "rebuild_ms_per_token"}, {K::f64, "other_ms_per_token"}, {K::f64, "setup_ms"},
-      {K::f64, "retrieval_build_ms"}, {K::f64, "run_s"}};
+      {K::f64, "retrieval_build_ms"}, {K::f64, "draft_prefill_ms"}, {K::f64, "run_s"}};
   return cols;
 }
 

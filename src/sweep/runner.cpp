@@ -151,7 +151,7 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   S("token_kinds", o.token_kinds);
   for (const auto& [k, v] : std::vector<std::pair<const char*, int64_t>>{
            {"prefill_ns", t.prefill}, {"setup_ns", t.setup}, {"retrieval_build_ns", t.retrieval_build},
-           {"draft_ns", t.draft}, {"middle_ns", t.middle}, {"verify_ns", t.verify},
+           {"draft_prefill_ns", t.draft_prefill}, {"draft_ns", t.draft}, {"middle_ns", t.middle}, {"verify_ns", t.verify},
            {"retrieval_rebuild_ns", t.retrieval_rebuild}, {"decode_ns", t.decode}, {"total_ns", t.total}})
     I(k, v);
   R("draft_ms_per_token", double(t.draft) / 1e6 / nd);
@@ -161,6 +161,7 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   R("other_ms_per_token", double(t.decode - t.draft - t.middle - t.verify - t.retrieval_rebuild) / 1e6 / nd);
   R("setup_ms", double(t.setup) / 1e6);
   R("retrieval_build_ms", double(t.retrieval_build) / 1e6);
+  R("draft_prefill_ms", double(t.draft_prefill) / 1e6);
   R("run_s", run_s);
   I("n_levels", int64_t(o.levels.size()));
   for (const auto& l : o.levels) {

@@ -41,10 +41,12 @@ import json, sys
 for f in sys.argv[1:]:
     j = json.load(open(f))
     t = j["times_ms"]
-    for k in ("prefill", "setup", "retrieval_build", "draft", "middle", "verify", "retrieval_rebuild", "decode", "total"):
+    for k in ("prefill", "setup", "retrieval_build", "draft_prefill", "draft", "middle", "verify", "retrieval_rebuild", "decode", "total"):
         assert k in t and t[k] >= 0, (f, k, t)
     assert t["decode"] > 0 and j["decode_ms_per_token"] > 0 and j["e2e_ms_per_token"] >= j["decode_ms_per_token"], j
-    assert abs(t["total"] - (t["prefill"] + t["setup"] + t["retrieval_build"] + t["decode"])) < 1e-6 * max(1, t["total"]), t
+    assert abs(t["total"] - (t["prefill"] + t["setup"] + t["retrieval_build"] + t["draft_prefill"] + t["decode"])) < 1e-6 * max(1, t["total"]), t
+    # The chain's bottom is layerskip:1@streaming: it absorbed the prompt in its own phase.
+    assert (t["draft_prefill"] > 0) == ("@streaming" in j.get("chain", "").split(">")[0]), (f, t)
     if j["method"] != "ar":
         assert len(j["levels"]) == 3 and len(j["steps"]) == j["levels"][-1]["steps"], j["levels"]
         assert sum(s["generated"] for s in j["steps"]) == j["n_generated"]
@@ -75,6 +77,19 @@ refused "--gamma2" --method spec --gamma2 3
 refused "--method" --method fastest
 refused "--budget" --method triforce --budget 12 --chunk-size 8
 echo "bad chains and gammas refused"
+# synthetic:NAME drafts wherever a checkpoint goes (seeded apart from a synthetic target of the
+# same shape): --draft and a model: level of --chain, on a synthetic:llama-68m target.
+python3 -c "import random; random.seed(3); print('\n'.join(str(random.randrange(3, 32000)) for _ in range(160)))" >"$tmp/syn.txt"
+syn() { run --target synthetic:llama-68m --prompt-tokens "$tmp/syn.txt" --max-new-tokens 12 "$@"; }
+syn >"$tmp/syn_ar.json"
+syn --method triforce --draft synthetic:llama-68m --sink 4 --window 32 --budget 64 >"$tmp/syn_tf.json"
+same_tokens "synthetic:llama-68m triforce --draft synthetic:llama-68m" "$tmp/syn_ar.json" "$tmp/syn_tf.json"
+python3 -c "import json; t=json.load(open('$tmp/syn_tf.json'))['times_ms']; assert t['draft_prefill'] > 0, t"
+syn --chain "model:synthetic:llama-68m@streaming:4/32 > target@retrieval:64/8 > target" >"$tmp/syn_ch.json"
+same_tokens "synthetic:llama-68m --chain model:synthetic:llama-68m@streaming" "$tmp/syn_ar.json" "$tmp/syn_ch.json"
+refused "--draft synthetic:llama-68m: vocabulary of 32000 tokens" --method spec --draft synthetic:llama-68m
+refused "--draft synthetic:nope: unknown synthetic model" --method spec --draft synthetic:nope
+echo "synthetic drafts: ok"
 # Re-retrieval changes only the middle level's proposals: still identical to ar.
 for rr in every:16 below:0.9; do
   run --target "$fx" --prompt-tokens "$fx/prompt.npy" --max-new-tokens 128 --budget 64 --chunk-size 8 \
@@ -89,6 +104,10 @@ grep -q -- "--reretrieve often" "$tmp/err"
 model=${TRIFORCE_CACHE:-$HOME/.cache/triforce}/SmolLM2-135M-Instruct.Q4_1.gguf
 if [[ -f "$model" ]]; then
   p="The three most important inventions in history are"
+  if "$bin" generate --prompt "Hi" --max-new-tokens 2 --method triforce --draft synthetic:llama-68m 2>"$tmp/err" >/dev/null; then
+    echo "FAIL: a synthetic:llama-68m draft for SmolLM2 was accepted"; exit 1
+  fi
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] && grep -q -- "--draft synthetic:llama-68m: vocabulary of 32000 tokens, the target has 49152" "$tmp/err"
   run --prompt "$p" --max-new-tokens 48 >"$tmp/ar2.json"
   for d in ngram:3 layerskip:24; do
     run --prompt "$p" --max-new-tokens 48 --method spec --draft "$d" >"$tmp/s2.json"

@@ -142,7 +142,7 @@ TEST(RetrievalRunner, ThreeLevelGreedyEqualsAutoregressive) {
   auto ref = generate_autoregressive(target, cache, prompt, n, SamplingParams{}, {}).tokens;
   LlamaModel draft = make_layer_skip_model(target, 1);
   for (auto [g1, g2] : {std::pair<int64_t, int64_t>{1, 4}, {2, 6}}) {
-    StreamingDrafter d(draft, 4, 32, g1);
+    StreamingDrafter d(draft, 4, 32, g1 + g2);  // tail: up to g2 - 1 speculative tokens + 1 + g1 - 1
     RetrievalRunner mid(target, RetrievalOptions{32, 8}, n + 16);
     ModelRunner top(target, 512);
     SpecChain chain({&mid, &top}, d, ChainOptions{{g1, g2}, ResampleMode::residual, ResampleMode::residual, 512});

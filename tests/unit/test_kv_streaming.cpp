@@ -165,7 +165,7 @@ TEST(StreamingRunner, MiddleLevelHoldsSinksAndWindowOfTheCommittedContext) {
   auto ref = generate_autoregressive(target, cache, prompt, 96, SamplingParams{}, {}).tokens;
   const int64_t sink = 2, window = 12;
   for (float temp : {0.0f, 1.0f}) {
-    StreamingDrafter d(draft, 4, 8, 2);
+    StreamingDrafter d(draft, 4, 8, 6);  // tail: 3 speculative tokens + 1 + 1 proposal
     StreamingRunner mid(target, sink, window, 16);
     ModelRunner top(target, 256);
     SpecChain chain({&mid, &top}, d, ChainOptions{{2, 4}});

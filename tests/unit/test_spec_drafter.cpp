@@ -90,3 +90,22 @@ TEST(SpecDrafter, ModelDrafterRollsBackByTruncate) {
     EXPECT_NEAR(s, 1.0, 1e-5);
   }
 }
+
+TEST(SpecDrafter, TokenMirrorComparesPastTheCommittedWatermark) {
+  TokenMirror m;
+  m.assign({1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(m.common({1, 2, 3, 9}), 3u);
+  m.truncate(5);
+  m.commit(4);  // {1, 2, 3, 4} committed: later sequences extend it
+  EXPECT_EQ(m.common({1, 2, 3, 4, 5, 7}), 5u);
+  EXPECT_EQ(m.common({1, 2, 3, 4}), 4u);
+  // Outside the contract, the full comparison of before: shorter than the
+  // watermark, or disagreeing with its last token.
+  EXPECT_EQ(m.common({1, 2}), 2u);
+  EXPECT_EQ(m.common({1, 2, 3, 8, 5}), 3u);
+  m.truncate(2);  // a rollback below the watermark lowers it
+  const std::vector<int32_t> sevens = {7, 7};
+  m.append(sevens.begin(), sevens.end());
+  EXPECT_EQ(m.common({1, 2, 7, 7}), 4u);
+  EXPECT_EQ(m.common({1, 3, 7, 7}), 1u);
+}

@@ -69,11 +69,16 @@ void check_consistent(const MethodOutcome& o) {
   EXPECT_GT(t.prefill, 0);
   EXPECT_GT(t.decode, 0);
   EXPECT_GE(t.decode, t.draft + t.middle + t.verify + t.retrieval_rebuild);
-  EXPECT_EQ(t.total, t.prefill + t.setup + t.retrieval_build + t.decode);
+  EXPECT_EQ(t.total, t.prefill + t.setup + t.retrieval_build + t.draft_prefill + t.decode);
+  // Only a StreamingLLM draft absorbs the prompt itself, before the loop.
+  const bool streaming_draft = !o.levels.empty() && o.resolved.chain.levels[0].cache == LevelSpec::Cache::streaming;
+  if (streaming_draft) EXPECT_GT(t.draft_prefill, 0) << o.method;
+  else EXPECT_EQ(t.draft_prefill, 0) << o.method;
   EXPECT_NEAR(o.decode_ms_per_token, t.decode / 1e6 / double(o.tokens.size()), 1e-9);
   const nlohmann::json j = o.to_json();
   for (const char* k : {"levels", "steps", "times_ms", "decode_ms_per_token", "e2e_ms_per_token", "tokens", "chain"})
     EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_TRUE(j["times_ms"].contains("draft_prefill"));
 }
 
 void print(const std::string& label, const MethodOutcome& o) {
