@@ -43,7 +43,7 @@ for c in 000 111; do
     TRIFORCE_BENCH_STEPS=1 TRIFORCE_STACKED_GEMMS=${c:0:1} TRIFORCE_FUSED_ROPE_KV=${c:1:1} \
       TRIFORCE_FUSED_ADD_NORM=${c:2:1} timeout 90 ncu --clock-control none --profile-from-start off \
       --metrics gpu__time_duration.sum --csv --page raw $b/tests/bench_model_gpu --benchmark_filter="$f" \
-      > "$out/ncu_${c}_$(echo $f | tr -c 'A-Za-z0-9\n' '_').csv" 2>&1
+      >> "$out/ncu_$c.csv" 2>&1
   done
 done
 echo "== ncu: $((SECONDS - t)) s"
