@@ -26,11 +26,25 @@ void rerotate(float* k, const std::vector<float>& inv_freq, int64_t delta) {
   }
 }
 
-Tensor upload_i32(const std::vector<int32_t>& v) {
-  Tensor t = empty_tensor(Device::CUDA, DType::I32, {int64_t(v.size())});
-  copy_bytes(t.data, Device::CUDA, v.data(), Device::CPU, v.size() * sizeof(int32_t));
-  return t;
+#ifdef TRIFORCE_HAVE_CUDA
+// The gather's index arrays go to one grow-only device buffer per process, copied
+// in stream order: a cudaMalloc + cudaFree (and a device sync) per call made every
+// StreamingLLM eviction of the draft cost hundreds of microseconds. Never freed
+// (process lifetime; a static destructor would run after the CUDA context is gone).
+uint8_t* index_scratch(size_t bytes) {
+  static Tensor* buf = nullptr;
+  if (!buf || size_t(buf->bytes()) < bytes) {
+    if (buf) {
+      device_synchronize();  // earlier gathers may still read the old buffer
+      delete buf;
+    }
+    buf = new Tensor(empty_tensor(Device::CUDA, DType::I32, {int64_t((std::max<size_t>(bytes, 1 << 16) + 3) / 4)}));
+  }
+  return static_cast<uint8_t*>(buf->data);
 }
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+#endif
 
 }  // namespace
 
@@ -65,20 +79,23 @@ void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g)
   }
 #ifdef TRIFORCE_HAVE_CUDA
   TF_CHECK(!dst.offloaded(), "gather_slots: the destination is an offloaded cache (only copy_prefix writes one)");
-  Tensor slots = upload_i32(g.src_slots);
-  Tensor delta, freq;
-  if (!g.rotate_delta.empty()) {
-    delta = upload_i32(g.rotate_delta);
-    Tensor hf = Tensor::cpu(DType::F32, {int64_t(g.inv_freq.size())});
-    std::copy(g.inv_freq.begin(), g.inv_freq.end(), hf.ptr<float>());
-    freq = empty_tensor(Device::CUDA, DType::F32, hf.shape);
-    copy_tensor(freq, hf);
+  const size_t n_slots = g.src_slots.size() * sizeof(int32_t);
+  const size_t n_delta = g.rotate_delta.size() * sizeof(int32_t), n_freq = g.inv_freq.size() * sizeof(float);
+  const bool rotate = !g.rotate_delta.empty();
+  uint8_t* scratch = index_scratch(align16(n_slots) + (rotate ? align16(n_delta) + n_freq : 0));
+  int32_t* d_slots = reinterpret_cast<int32_t*>(scratch);
+  int32_t* d_delta = rotate ? reinterpret_cast<int32_t*>(scratch + align16(n_slots)) : nullptr;
+  float* d_freq = rotate ? reinterpret_cast<float*>(scratch + align16(n_slots) + align16(n_delta)) : nullptr;
+  copy_bytes_async(d_slots, Device::CUDA, g.src_slots.data(), Device::CPU, n_slots);
+  if (rotate) {
+    copy_bytes_async(d_delta, Device::CUDA, g.rotate_delta.data(), Device::CPU, n_delta);
+    copy_bytes_async(d_freq, Device::CUDA, g.inv_freq.data(), Device::CPU, n_freq);
   }
   cuda::KvGatherParams p;
   p.layers = L, p.kv_heads = H, p.head_dim = D, p.src_capacity = src.capacity(), p.dst_capacity = dst.capacity();
-  p.m = g.m, p.src_slots = slots.ptr<int32_t>(), p.per_head = g.per_head, p.dst_slot0 = g.dst_slot0;
-  p.rotate_delta = delta.data ? delta.ptr<int32_t>() : nullptr;
-  p.inv_freq = freq.data ? freq.ptr<float>() : nullptr;
+  p.m = g.m, p.src_slots = d_slots, p.per_head = g.per_head, p.dst_slot0 = g.dst_slot0;
+  p.rotate_delta = d_delta;
+  p.inv_freq = d_freq;
   p.dtype = src.dtype();
   if (!src.offloaded()) {
     p.src_k = src.layer_k(0).data, p.src_v = src.layer_v(0).data;
@@ -92,12 +109,11 @@ void gather_slots(const FullKVCache& src, FullKVCache& dst, const SlotGather& g)
       src.stage_layer(l);
       p.src_k = src.layer_k(l).data, p.src_v = src.layer_v(l).data;
       p.dst_k = dst.layer_k(l).data, p.dst_v = dst.layer_v(l).data;
-      p.src_slots = slots.ptr<int32_t>() + (g.per_head ? l * H * g.m : 0);
+      p.src_slots = d_slots + (g.per_head ? l * H * g.m : 0);
       cuda::kv_gather(p, cuda::compute_stream());
       kv_offload::release_staged();
     }
   }
-  device_synchronize();  // the index tensors are freed on return
 #endif
 }
 
