@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "cli/session.h"
 #include "core/check.h"
+#include "core/device.h"
 #include "parallel/launch.h"
 #include "parallel/tensor_parallel.h"
 #include "model/checkpoint.h"
@@ -351,6 +352,9 @@ int cmd_sweep(const std::vector<std::string>& args) {
   ro.shard = shard.index;
   ro.target_path = path;
   ro.progress = !quiet && writer_rank;
+  // Kernels run asynchronously: without a sync before each clock read a phase that only launches
+  // (the retrieval build) would be charged to whichever later phase waits for it.
+  if (device == "cuda") ro.device_sync = [] { device_synchronize(); };
   const sweep::SweepStats st = sweep::run_points(*s.model, tok.get(), prompts, mine, writer, ro);
   if (!quiet && writer_rank)
     std::fprintf(stderr,
