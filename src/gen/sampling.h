@@ -19,6 +19,10 @@ void sampling_distribution(const float* logits, int64_t vocab, const SamplingPar
 // Inverse-CDF draw from probs with the uniform number `draw` of the seed's Philox stream.
 int32_t draw_from(const float* probs, int64_t vocab, uint64_t seed, uint64_t draw);
 
+// The index of the largest value, the lowest index on ties (NaNs never win,
+// unless x[0] is one). Every greedy decision of every level goes through it.
+int64_t argmax_lowest(const float* x, int64_t n);
+
 // sampling_distribution + draw_from (argmax at T = 0).
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& sp, uint64_t draw);
 

@@ -26,12 +26,7 @@ RngStream RngStream::for_simulation(uint64_t user_seed, int level) {
   return s;
 }
 
-int32_t argmax_row(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return int32_t(best);
-}
+int32_t argmax_row(const float* x, int64_t n) { return int32_t(argmax_lowest(x, n)); }
 
 namespace {
 

@@ -47,3 +47,35 @@ TEST(Sampling, DrawFrequenciesMatchDistribution) {
   EXPECT_EQ(count[1], 0);
   for (int k : {0, 2, 3}) EXPECT_NEAR(count[k] / double(n), p[k], 0.01) << k;
 }
+
+// argmax_lowest against the plain one-compare-per-element scan it replaced, on
+// lengths around its 8-wide blocks, planted ties, +-0, infinities and NaNs.
+TEST(Sampling, ArgmaxLowestEqualsThePlainScan) {
+  auto plain = [](const float* x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (x[i] > x[best]) best = i;
+    return best;
+  };
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return int((state >> 33) % 1000);
+  };
+  int checked = 0;
+  for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 32000, 49152, 49153}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = float(next() % 50) - 25.0f;  // many exact ties
+      if (trial % 5 == 1) x[size_t(next() % n)] = INFINITY;
+      if (trial % 5 == 2) x[size_t(next() % n)] = std::nanf("");
+      if (trial % 5 == 3) for (auto& v : x) v = (next() % 2) ? 0.0f : -0.0f;
+      if (trial % 5 == 4) x[size_t(n - 1)] = 1000.0f;  // the maximum in the scalar tail
+      EXPECT_EQ(tf::argmax_lowest(x.data(), n), plain(x.data(), n)) << "n=" << n << " trial " << trial;
+      ++checked;
+    }
+  }
+  std::vector<float> nan_first = {std::nanf(""), 3.0f, 5.0f};
+  EXPECT_EQ(tf::argmax_lowest(nan_first.data(), 3), plain(nan_first.data(), 3));
+  EXPECT_GT(checked, 400);
+}
