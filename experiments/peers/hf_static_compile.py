@@ -338,6 +338,8 @@ def run(args):
         fail(f"needs torch and transformers ({e.name} is not importable)", 1)
     torch.set_grad_enabled(False)
     device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:  # torch.cuda's memory queries want an index
+        device = torch.device("cuda", torch.cuda.current_device() if torch.cuda.is_available() else 0)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {args.device}: torch sees no CUDA device (use --device cpu)")
     if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
