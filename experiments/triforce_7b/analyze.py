@@ -73,6 +73,31 @@ def load(path):
     return meta, runs
 
 
+def from_generate(path, ar, label):
+    """A `triforce generate --json` run as a sweep-like row (ms/token of `ar` from its own run)."""
+    with open(path) as f:
+        j = json.loads(f.read().strip().splitlines()[-1])
+    lv = {l["level"]: l for l in j.get("levels", [])}
+    t = j["times_ms"]
+    r = {"method": j["method"], "draft": j["chain"].split(" > ")[0], "gamma1": j["gammas"][0],
+         "gamma2": j["gammas"][-1], "budget": j["budget"], "context": j["n_prompt"], "n_generated": j["n_generated"],
+         "decode_ms_per_token": j["decode_ms_per_token"], "e2e_ms_per_token": j["e2e_ms_per_token"],
+         "prefill_ms": j["prefill_ms"], "ar_ms": ar["decode_ms_per_token"], "ar_e2e_ms": ar["e2e_ms_per_token"],
+         "ar_total_ms": ar["prefill_ms"] + ar["decode_ms_per_token"] * j["n_generated"], "tokens_equal_ar": -1,
+         "sim": j.get("simulated_acceptance") or None, "file": os.path.basename(path), "sweep": label, "index": -1,
+         "n_levels": len(lv), "draft_ns": t["draft"] * 1e6, "total_ns": t["total"] * 1e6,
+         "draft_prefill_ns": t.get("draft_prefill", 0) * 1e6, "retrieval_build_ns": t["retrieval_build"] * 1e6,
+         "setup_ns": t["setup"] * 1e6, "retrieval_rebuild_ns": t["retrieval_rebuild"] * 1e6, "prefill_ns": t["prefill"] * 1e6}
+    for l, x in lv.items():
+        r[f"steps_l{l}"], r[f"ns_l{l}"] = x["steps"], x["ms"] * 1e6
+        r[f"alpha_l{l}"] = x["alpha"]
+    r["speedup_vs_ar"] = r["ar_ms"] / r["decode_ms_per_token"]
+    # ar's end to end for the same token count: its prefill + n x its decode ms/token (its own run was shorter).
+    r["speedup_e2e_vs_ar"] = r["ar_total_ms"] / t["total"]
+    r["other_ms_per_token"] = (t["decode"] - t["draft"] - t["middle"] - t["verify"] - t["retrieval_rebuild"]) / j["n_generated"]
+    return r
+
+
 def model(r):
     s1, s2 = r.get("steps_l1", 0), r.get("steps_l2", 0)
     if not s1 or not s2 or r.get("n_levels", 0) != 2:
@@ -108,6 +133,8 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--peers", help="JSON lines from experiments/peers/hf_static_compile.py")
+    ap.add_argument("--generate", nargs="*", default=[], help="`triforce generate --json` lines (e.g. offloaded runs)")
+    ap.add_argument("--generate-ar", help="the ar run the --generate runs are compared with")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     metas, runs = [], []
@@ -115,6 +142,10 @@ def main():
         m_, r_ = load(p)
         metas.append(m_)
         runs += r_
+    if a.generate:
+        with open(a.generate_ar) as f:
+            ar = json.loads(f.read().strip().splitlines()[-1])
+        runs += [from_generate(p, ar, "offloaded") for p in a.generate]
     rows = []
     for r in runs:
         if r["method"] == "ar":
@@ -132,6 +163,7 @@ def main():
         row["other_ms_per_token"] = r.get("other_ms_per_token")
         row["e2e_total_ms"] = r.get("total_ns", 0) / 1e6
         row["ar_e2e_total_ms"] = r["ar_total_ms"]
+        row["speedup_e2e_vs_ar"] = r.get("speedup_e2e_vs_ar")
         if mo:
             row.update(mo)
         rows.append(row)
@@ -163,16 +195,18 @@ def main():
                      f"{fmt(r['e2e_total_ms'] / 1e3)} ({fmt(r['ar_e2e_total_ms'] / 1e3)}) | "
                      f"{fmt(r['speedup_e2e_vs_ar'])}x |")
     if peers:
-        lines += ["", "| peer | context | ms/token | prefill ms | ratio to floor |", "|---|---|---|---|---|"]
+        lines += ["", "| peer | context | ms/token, median | prefill ms | median / floor |", "|---|---|---|---|---|"]
         for p in peers:
             lines.append(f"| {p.get('method', p.get('label', 'peer'))} | {p.get('context', p.get('prompt_len'))} | "
-                         f"{fmt(p.get('ms_per_token', p.get('decode_ms_per_token')))} | {fmt(p.get('prefill_ms'), 0)} "
-                         f"| {fmt(p.get('floor_ratio'))} |")
+                         f"{fmt(p.get('ms_per_token_median'))} (mean {fmt(p.get('decode_ms_per_token'))}) | "
+                         f"{fmt(p.get('prefill_ms'), 0)} | {fmt(p.get('x_floor_median'))} |")
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
-    grid = [r for r in rows if r["simulated"] and len(r["simulated"]) == 2 and r.get("model_speedup")]
+    # The acceptance grid: on-chip runs of one draft (the offloaded ones live on another scale).
+    grid = [r for r in rows if r["simulated"] and len(r["simulated"]) == 2 and r.get("model_speedup")
+            and r["sweep"] != "offloaded" and r["draft"] == "synthetic:llama-68m"]
     if grid:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for a1 in sorted({r["simulated"][0] for r in grid}):
@@ -188,13 +222,13 @@ def main():
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(a.out, "speedup_vs_acceptance.png"), dpi=110)
-    bars = [r for r in rows if r.get("model_speedup")]
+    bars = [r for r in rows if r.get("model_speedup") and r["sweep"] not in ("offloaded",) and "grid" not in r["sweep"]]
     if bars:
         fig, ax = plt.subplots(figsize=(8, 4.5))
         labels, parts = [], {"draft": [], "middle": [], "verify": [], "other": []}
         for r in bars[:12]:
-            labels.append(f"{r['sweep'].replace('triforce-7b-', '')}\n{r['draft']}\n"
-                          + ("real" if not r["simulated"] else "sim " + "/".join(f"{x:g}" for x in r["simulated"])))
+            labels.append(f"{r['draft'].replace('synthetic:', '')}\n"
+                          + ("real" if not r["simulated"] else "SIMULATED " + "/".join(f"{x:g}" for x in r["simulated"])))
             E = r["E"]
             parts["draft"].append(r["draft_per_middle_step_ms"] * r["m"] / E)
             parts["middle"].append(r["T2_ms"] * r["m"] / E)
@@ -206,6 +240,7 @@ def main():
             bottom = [b + x for b, x in zip(bottom, v)]
         ax.set_xticks(range(len(labels)), labels, fontsize=6)
         ax.set_ylabel("decode ms/token")
+        ax.set_title("Where a token's time goes, on chip (per top step / E)", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(a.out, "latency_breakdown.png"), dpi=110)
