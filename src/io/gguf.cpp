@@ -3,6 +3,7 @@
 #include "io/gguf.h"
 
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
@@ -21,6 +22,7 @@ class Cursor {
  public:
   Cursor(const std::string& path, const uint8_t* p, size_t n) : path_(path), p_(p), n_(n) {}
   size_t pos() const { return pos_; }
+  size_t left() const { return n_ - pos_; }
   void need(size_t k, const char* what) const {
     TF_CHECK(k <= n_ - pos_, path_ << ": truncated: " << what << " at byte " << pos_ << " needs " << k
                                    << " bytes but the file has " << n_);
@@ -82,6 +84,8 @@ size_t scalar_size(uint32_t t) {
   return 0;
 }
 
+constexpr int kMaxArrayDepth = 8;
+
 GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::string& key, int depth) {
   GgufValue out;
   const char* what = "metadata value";
@@ -96,20 +100,25 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
   } else if (t == T_STRING) {
     out.v = c.str("metadata string");
   } else if (t == T_ARRAY) {
-    TF_CHECK(depth == 0, path << ": corrupt: nested arrays in metadata key " << key);
     const uint32_t et = c.read<uint32_t>("array element type");
     const uint64_t count = c.read<uint64_t>("array length");
     if (et == T_STRING) {
-      // Each string needs at least its 8-byte length.
-      c.need(0, "array");
+      // Each string needs at least its 8-byte length: bound the count by the
+      // bytes left before reserving anything.
+      TF_CHECK(count <= c.left() / 8, path << ": corrupt: metadata key " << key << " has array length " << count
+                                           << " but only " << c.left() << " bytes follow");
       std::vector<std::string> v;
-      TF_CHECK(count <= (uint64_t(1) << 40), path << ": corrupt: metadata key " << key << " has array length " << count);
-      v.reserve(size_t(std::min<uint64_t>(count, 1u << 20)));
+      v.reserve(size_t(count));
       for (uint64_t i = 0; i < count; ++i) v.push_back(c.str("array string"));
       out.v = std::move(v);
     } else if (et == T_ARRAY) {
-      // Arrays of arrays are legal GGUF but unused by Llama models: skip them.
-      for (uint64_t i = 0; i < count; ++i) read_value(c, T_ARRAY, path, key, 0);
+      // Arrays of arrays are legal GGUF but unused by Llama models: skip them,
+      // at a bounded depth (each level recurses) and count (each takes >= 12 bytes).
+      TF_CHECK(depth < kMaxArrayDepth, path << ": corrupt: metadata key " << key << " nests arrays deeper than "
+                                            << kMaxArrayDepth);
+      TF_CHECK(count <= c.left() / 12, path << ": corrupt: metadata key " << key << " has array length " << count
+                                            << " but only " << c.left() << " bytes follow");
+      for (uint64_t i = 0; i < count; ++i) read_value(c, T_ARRAY, path, key, depth + 1);
       out.v = std::vector<int64_t>{};
     } else {
       const size_t es = scalar_size(et);
@@ -136,6 +145,26 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
   return out;
 }
 
+// Two tensors sharing bytes would each read the other's weights. (Gaps are
+// legal GGUF: writers pad each tensor to the alignment.)
+void check_no_overlap(const std::string& path, const std::vector<GgufTensor>& tensors) {
+  std::vector<const GgufTensor*> by_offset;
+  by_offset.reserve(tensors.size());
+  for (const auto& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->nbytes < b->nbytes;
+  });
+  const GgufTensor* reach = nullptr;  // the tensor ending furthest so far
+  for (const GgufTensor* b : by_offset) {
+    if (reach)
+      TF_CHECK(b->offset >= reach->offset + reach->nbytes,
+               path << ": corrupt: tensor " << b->name << " (data bytes " << b->offset << ".." << b->offset + b->nbytes
+                    << ") overlaps tensor " << reach->name << " (" << reach->offset << ".."
+                    << reach->offset + reach->nbytes << ")");
+    if (!reach || b->offset + b->nbytes > reach->offset + reach->nbytes) reach = b;
+  }
+}
+
 }  // namespace
 
 GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
@@ -153,10 +182,12 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
              path << ": unsupported GGUF version " << version << " (supported: 2, 3)");
     const uint64_t n_tensors = c.read<uint64_t>("tensor count");
     const uint64_t n_kv = c.read<uint64_t>("metadata count");
-    // Every key/value takes at least 8+4+1 bytes, every tensor info at least 8+4+4+8.
+    // Every key/value takes at least 8+4+1 bytes, every tensor info at least
+    // 8+4+8+4+8 (name length, rank, one dimension, type, offset): a count the
+    // file cannot hold is refused before anything is allocated for it.
     TF_CHECK(n_kv <= map_size_ / 13, path << ": corrupt: metadata count " << n_kv << " is impossible for a "
                                           << map_size_ << "-byte file");
-    TF_CHECK(n_tensors <= map_size_ / 24, path << ": corrupt: tensor count " << n_tensors
+    TF_CHECK(n_tensors <= map_size_ / 32, path << ": corrupt: tensor count " << n_tensors
                                                << " is impossible for a " << map_size_ << "-byte file");
     for (uint64_t i = 0; i < n_kv; ++i) {
       std::string key = c.str("metadata key");
@@ -172,7 +203,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
       TF_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0,
                path << ": corrupt: general.alignment " << alignment << " is not a power of two");
     }
-    tensors_.reserve(size_t(n_tensors));
+    tensors_.reserve(size_t(std::min<uint64_t>(n_tensors, 1u << 16)));
     for (uint64_t i = 0; i < n_tensors; ++i) {
       GgufTensor t;
       t.name = c.str("tensor name");
@@ -202,6 +233,9 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
       tensors_.push_back(std::move(t));
     }
     data_offset_ = (uint64_t(c.pos()) + uint64_t(alignment) - 1) / uint64_t(alignment) * uint64_t(alignment);
+    TF_CHECK(n_tensors == 0 || data_offset_ <= map_size_,
+             path << ": truncated: the data section would start at byte " << data_offset_ << " but the file has "
+                  << map_size_);
     for (const GgufTensor& t : tensors_) {
       const uint64_t begin = data_offset_ + t.offset;
       const uint64_t end = begin + t.nbytes;
@@ -209,6 +243,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
                path << ": truncated: tensor " << t.name << " needs bytes " << begin << ".." << end
                     << " but the file has " << map_size_);
     }
+    check_no_overlap(path, tensors_);
   } catch (...) {
     map_ = nullptr;
     throw;

@@ -243,7 +243,12 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   TF_CHECK(c.num_heads > 0, src << ": " << p << "attention.head_count must be positive");
   if (f.has(p + "attention.key_length")) c.head_dim = f.get_int(p + "attention.key_length");
   else if (f.has(p + "rope.dimension_count")) c.head_dim = f.get_int(p + "rope.dimension_count");
-  else c.head_dim = c.hidden_size / c.num_heads;
+  else {
+    TF_CHECK(c.hidden_size % c.num_heads == 0,
+             src << ": " << p << "embedding_length " << c.hidden_size << " is not a multiple of " << p
+                 << "attention.head_count " << c.num_heads << " and no " << p << "attention.key_length is given");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
   if (f.has(p + "vocab_size")) {
     c.vocab_size = f.get_int(p + "vocab_size");
   } else if (f.has("tokenizer.ggml.tokens")) {

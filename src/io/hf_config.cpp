@@ -1,10 +1,57 @@
+// config.json -> ModelConfig. A checkpoint we did not write must never load as
+// a different model, so every field that changes the math is either used or
+// refused; none is silently ignored.
+//
+// transformers' Llama and Mistral forwards read only the fields marked "used"
+// or "refused" below; every other key is stored by the config class and never
+// read by the model, so ignoring it (as the reference does) cannot change the
+// output. Keys of other architectures are refused when set, since their
+// presence means the checkpoint is not a plain Llama.
+//
+// | field                                                    | handling                                       |
+// |----------------------------------------------------------|------------------------------------------------|
+// | vocab_size, hidden_size, intermediate_size,              | used (required)                                |
+// |   num_hidden_layers, num_attention_heads                 |                                                |
+// | num_key_value_heads, head_dim, max_position_embeddings,  | used                                           |
+// |   rms_norm_eps, rope_theta, bos/eos_token_id             |                                                |
+// | tie_word_embeddings                                      | used; with a separate lm_head.weight in the    |
+// |                                                          |   weights refused (model/checkpoint.cpp)       |
+// | rope_scaling / rope_parameters                           | used; a type other than default, linear,       |
+// |                                                          |   dynamic, yarn, llama3 refused                |
+// | partial_rotary_factor (top level or in the rope dict)    | refused unless 1                               |
+// | head_dim absent, hidden_size % num_attention_heads != 0  | refused (the implied head_dim is not whole)    |
+// | hidden_act                                               | refused unless silu (swish)                    |
+// | attention_bias, mlp_bias                                 | refused when true                              |
+// | pretraining_tp                                           | refused when > 1 (transformers <= 4.3x splits  |
+// |                                                          |   the projections: other rounding)             |
+// | sliding_window, use_sliding_window                       | refused: use_sliding_window true, or a         |
+// |                                                          |   sliding_window not turned off by             |
+// |                                                          |   use_sliding_window false                     |
+// | layer_types                                              | refused unless every layer is full_attention   |
+// | model_type, architectures                                | refused unless llama/mistral, LlamaForCausalLM/ |
+// |                                                          |   MistralForCausalLM (LlamaModel, MistralModel) |
+// | quantization_config                                      | refused (weights not stored as plain floats)   |
+// | qk_layernorm, use_qk_norm, qk_norm, rope_interleaved,    | refused when true                              |
+// |   use_bias, alibi                                        |                                                |
+// | attn_logit_softcapping, final_logit_softcapping,         | refused when set (not null)                    |
+// |   query_pre_attn_scalar, clip_qkv, attention_multiplier  |                                                |
+// | logit_scale, logits_scaling, embedding_multiplier,       | refused unless 1                               |
+// |   residual_multiplier                                    |                                                |
+// | num_local_experts, num_experts, n_routed_experts         | refused when > 1                               |
+// | torch_dtype / dtype                                      | recorded (the storage dtype, not the math)     |
+// | attention_dropout, initializer_range, use_cache,         | ignored: training-only or bookkeeping          |
+// |   pad_token_id, transformers_version, _name_or_path,     |                                                |
+// |   auto_map, generation defaults, any other key           |                                                |
 #include "io/hf_config.h"
 
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/check.h"
+#include "io/json_strict.h"
 
 namespace tf {
 
@@ -53,6 +100,10 @@ void parse_rope(const json& r, const char* where, ModelConfig& c, const std::str
   else if (const json* t2 = get(r, "type")) type = t2->is_string() ? t2->get<std::string>() : "";
   else type = "default";
   TF_CHECK(!type.empty(), src << ": '" << where << "' has a non-string rope type");
+  if (const json* prf = get(r, "partial_rotary_factor"))
+    TF_CHECK(prf->is_number() && prf->get<double>() == 1.0,
+             src << ": '" << where << "' has partial_rotary_factor " << prf->dump()
+                 << " (only full rotary embeddings, 1.0, are implemented)");
   // transformers 5 keeps rope_theta inside rope_parameters.
   if (get(r, "rope_theta")) c.rope_theta = opt_num(r, "rope_theta", c.rope_theta, src);
   RopeScaling& s = c.rope_scaling;
@@ -83,24 +134,87 @@ void parse_rope(const json& r, const char* where, ModelConfig& c, const std::str
   }
 }
 
+// The table at the top of this file, for the fields that are refused rather
+// than used. `neutral` says whether a present value leaves the Llama math alone.
+struct RefusedField {
+  const char* key;
+  std::function<bool(const json&)> neutral;
+  const char* why;
+};
+
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_one(const json& v) { return v.is_number() && v.get<double>() == 1.0; }
+bool at_most_one(const json& v) { return v.is_number_integer() && v.get<int64_t>() <= 1; }
+bool never(const json&) { return false; }
+
+void refuse_math_we_do_not_implement(const json& j, const std::string& src) {
+  static const RefusedField kRefused[] = {
+      {"attention_bias", is_false, "biased q/k/v/o projections are not implemented"},
+      {"mlp_bias", is_false, "biased MLP projections are not implemented"},
+      {"pretraining_tp", at_most_one, "transformers splits the projections into slices (other rounding)"},
+      {"use_sliding_window", is_false, "sliding-window attention is not implemented"},
+      {"partial_rotary_factor", is_one, "only full rotary embeddings are implemented"},
+      {"quantization_config", never, "quantized safetensors weights are not implemented; use a GGUF or a float checkpoint"},
+      {"qk_layernorm", is_false, "q/k normalisation is not implemented"},
+      {"use_qk_norm", is_false, "q/k normalisation is not implemented"},
+      {"qk_norm", is_false, "q/k normalisation is not implemented"},
+      {"rope_interleaved", is_false, "interleaved rotary pairs are not implemented (HF Llama rotates halves)"},
+      {"use_bias", is_false, "biased projections are not implemented"},
+      {"alibi", is_false, "ALiBi attention is not implemented"},
+      {"attn_logit_softcapping", never, "attention logit soft-capping is not implemented"},
+      {"final_logit_softcapping", never, "final logit soft-capping is not implemented"},
+      {"query_pre_attn_scalar", never, "a custom attention scale is not implemented"},
+      {"attention_multiplier", never, "a custom attention scale is not implemented"},
+      {"clip_qkv", never, "q/k/v clipping is not implemented"},
+      {"logit_scale", is_one, "scaled logits are not implemented"},
+      {"logits_scaling", is_one, "scaled logits are not implemented"},
+      {"embedding_multiplier", is_one, "scaled embeddings are not implemented"},
+      {"residual_multiplier", is_one, "scaled residuals are not implemented"},
+      {"num_local_experts", at_most_one, "mixture-of-experts MLPs are not implemented"},
+      {"num_experts", at_most_one, "mixture-of-experts MLPs are not implemented"},
+      {"n_routed_experts", at_most_one, "mixture-of-experts MLPs are not implemented"},
+  };
+  for (const auto& f : kRefused)
+    if (const json* v = get(j, f.key))
+      TF_CHECK(f.neutral(*v), src << ": " << f.key << " = " << v->dump().substr(0, 80) << " is refused: " << f.why);
+  // Mistral sets sliding_window with no switch; Qwen2-style configs turn it off
+  // with use_sliding_window false. Only the latter is full attention.
+  if (const json* sw = get(j, "sliding_window")) {
+    const json* use = get(j, "use_sliding_window");
+    TF_CHECK(use && is_false(*use),
+             src << ": sliding_window = " << sw->dump() << " is refused: sliding-window attention is not implemented "
+                 << "(every layer here attends to the whole context)");
+  }
+  if (const json* lt = get(j, "layer_types")) {
+    TF_CHECK(lt->is_array(), src << ": key 'layer_types' must be a list, got " << lt->dump().substr(0, 80));
+    for (size_t l = 0; l < lt->size(); ++l)
+      TF_CHECK((*lt)[l] == "full_attention", src << ": layer_types[" << l << "] = " << (*lt)[l].dump()
+                                                  << " is refused: only full_attention layers are implemented");
+  }
+}
+
 }  // namespace
 
 ModelConfig config_from_hf_json_text(const std::string& text, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    std::string what = e.what();
-    for (auto& ch : what)
-      if (ch == '\n') ch = ' ';
-    TF_FAIL(src << ": invalid JSON: " << what);
-  }
+  const json j = parse_json_strict(text, src, "the config");
   TF_CHECK(j.is_object(), src << ": expected a JSON object at top level");
   ModelConfig c;
   if (const json* mt = get(j, "model_type")) {
     TF_CHECK(mt->is_string(), src << ": key 'model_type' must be a string");
     c.architecture = mt->get<std::string>();
+    TF_CHECK(c.architecture == "llama" || c.architecture == "mistral",
+             src << ": unsupported model_type '" << c.architecture << "' (only llama, mistral)");
   }
+  if (const json* ar = get(j, "architectures")) {
+    TF_CHECK(ar->is_array(), src << ": key 'architectures' must be a list, got " << ar->dump());
+    for (const auto& a : *ar) {
+      const std::string name = a.is_string() ? a.get<std::string>() : a.dump();
+      TF_CHECK(name == "LlamaForCausalLM" || name == "MistralForCausalLM" || name == "LlamaModel" ||
+                   name == "MistralModel",
+               src << ": unsupported architectures entry " << name << " (only LlamaForCausalLM, MistralForCausalLM)");
+    }
+  }
+  refuse_math_we_do_not_implement(j, src);
   c.vocab_size = req_int(j, "vocab_size", src);
   c.hidden_size = req_int(j, "hidden_size", src);
   c.intermediate_size = req_int(j, "intermediate_size", src);
@@ -108,6 +222,10 @@ ModelConfig config_from_hf_json_text(const std::string& text, const std::string&
   c.num_heads = req_int(j, "num_attention_heads", src);
   c.num_kv_heads = opt_int(j, "num_key_value_heads", c.num_heads, src);
   TF_CHECK(c.num_heads > 0, src << ": num_attention_heads must be positive, got " << c.num_heads);
+  if (!get(j, "head_dim"))
+    TF_CHECK(c.hidden_size % c.num_heads == 0,
+             src << ": head_dim is absent and hidden_size " << c.hidden_size << " is not a multiple of num_attention_heads "
+                 << c.num_heads << " (the implied head_dim would be truncated)");
   c.head_dim = opt_int(j, "head_dim", c.hidden_size / c.num_heads, src);
   c.max_position_embeddings = opt_int(j, "max_position_embeddings", c.max_position_embeddings, src);
   c.rms_norm_eps = opt_num(j, "rms_norm_eps", c.rms_norm_eps, src);
@@ -134,8 +252,6 @@ ModelConfig config_from_hf_json_text(const std::string& text, const std::string&
     TF_CHECK(act->is_string() && (act->get<std::string>() == "silu" || act->get<std::string>() == "swish"),
              src << ": unsupported hidden_act " << act->dump() << " (only silu)");
   }
-  TF_CHECK(!opt_bool(j, "attention_bias", false, src), src << ": attention_bias=true is not supported");
-  TF_CHECK(!opt_bool(j, "mlp_bias", false, src), src << ": mlp_bias=true is not supported");
   // rope_parameters (transformers 5) takes precedence over rope_scaling.
   if (const json* rp = get(j, "rope_parameters")) {
     parse_rope(*rp, "rope_parameters", c, src);

@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "io/json_strict.h"
 
 namespace tf {
 
@@ -33,6 +35,78 @@ std::string one_line(std::string s) {
   return s;
 }
 
+// The reference library's bound on the header (safetensors MAX_HEADER_SIZE).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// One header entry: dtype, shape and data_offsets of the right types, and a
+// byte span equal to dtype size x elements (overflow-checked).
+SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const json& v, uint64_t data_size) {
+  TF_CHECK(v.is_object(), path << ": tensor " << name << ": header entry is not an object");
+  SafetensorsEntry e;
+  e.name = name;
+  auto dt = v.find("dtype");
+  TF_CHECK(dt != v.end() && dt->is_string(), path << ": tensor " << name << ": missing dtype");
+  e.dtype = dt->get<std::string>();
+  const size_t es = st_dtype_size(e.dtype);
+  TF_CHECK(es > 0, path << ": tensor " << name << ": unsupported dtype " << e.dtype);
+  auto sh = v.find("shape");
+  TF_CHECK(sh != v.end() && sh->is_array(), path << ": tensor " << name << ": missing shape");
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (const auto& d : *sh) {
+    TF_CHECK(d.is_number_integer() && (d.is_number_unsigned() || d.get<int64_t>() >= 0),
+             path << ": tensor " << name << ": bad shape " << one_line(sh->dump()) << " (dimensions must be integers >= 0)");
+    const uint64_t dv = d.get<uint64_t>();
+    TF_CHECK(dv <= uint64_t(INT64_MAX), path << ": tensor " << name << ": bad shape " << one_line(sh->dump()));
+    if (dv != 0 && numel > UINT64_MAX / dv) overflow = true;
+    numel *= dv;
+    e.shape.push_back(int64_t(dv));
+  }
+  for (int64_t d : e.shape) if (d == 0) overflow = false;  // a zero dimension makes the product 0
+  TF_CHECK(!overflow && numel <= UINT64_MAX / es,
+           path << ": tensor " << name << ": shape " << shape_str(e.shape) << " x " << e.dtype << " overflows 64 bits");
+  auto off = v.find("data_offsets");
+  TF_CHECK(off != v.end() && off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
+               (*off)[1].is_number_unsigned(),
+           path << ": tensor " << name << ": bad data_offsets (need [begin, end], two integers >= 0)");
+  e.begin = (*off)[0].get<uint64_t>();
+  e.end = (*off)[1].get<uint64_t>();
+  TF_CHECK(e.begin <= e.end && e.end <= data_size,
+           path << ": tensor " << name << ": data_offsets " << e.begin << ".." << e.end
+                << " out of range (data section has " << data_size << " bytes)");
+  TF_CHECK(e.end - e.begin == numel * es, path << ": tensor " << name << ": shape " << shape_str(e.shape) << " x "
+                                               << e.dtype << " is " << numel * es << " bytes but data_offsets span "
+                                               << e.end - e.begin);
+  return e;
+}
+
+// The reference library's layout rule: sorted by offset, the tensors tile the
+// data section exactly, [0, data size), with no overlap and no gap. An overlap
+// would make two tensors share bytes; a gap or tail means the header and the
+// data disagree about what the file holds.
+void check_layout(const std::string& path, const std::vector<SafetensorsEntry>& entries, uint64_t data_size) {
+  std::vector<const SafetensorsEntry*> by_offset;
+  for (const auto& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const SafetensorsEntry* prev = nullptr;
+  for (const SafetensorsEntry* e : by_offset) {
+    TF_CHECK(e->begin >= covered, path << ": tensor " << e->name << ": data_offsets " << e->begin << ".." << e->end
+                                       << " overlap tensor " << prev->name << " (" << prev->begin << ".." << prev->end
+                                       << ")");
+    TF_CHECK(e->begin == covered, path << ": tensor " << e->name << ": data_offsets " << e->begin << ".." << e->end
+                                       << " leave bytes " << covered << ".." << e->begin
+                                       << " of the data section unused (tensors must be contiguous)");
+    covered = e->end;
+    prev = e;
+  }
+  TF_CHECK(covered == data_size, path << ": the tensors cover " << covered << " bytes but the data section has "
+                                      << data_size << " (bytes " << covered << ".." << data_size
+                                      << " belong to no tensor)");
+}
+
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path) {
@@ -42,60 +116,33 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(p
   try {
     uint64_t hlen;
     std::memcpy(&hlen, map_, 8);
+    TF_CHECK(hlen <= kMaxHeaderBytes, path << ": header length " << hlen << " is over the " << kMaxHeaderBytes
+                                           << "-byte limit (a corrupt length, or not a safetensors file)");
     TF_CHECK(hlen <= map_size_ - 8, path << ": truncated: header length " << hlen << " goes beyond the end of the file ("
                                          << map_size_ << " bytes)");
+    TF_CHECK(hlen >= 2 && map_[8] == '{', path << ": bad header: it must be a JSON object starting with '{'");
     data_start_ = 8 + hlen;
     const uint64_t data_size = map_size_ - data_start_;
-    json h;
-    try {
-      h = json::parse(reinterpret_cast<const char*>(map_ + 8), reinterpret_cast<const char*>(map_ + 8 + hlen));
-    } catch (const json::exception& e) {
-      TF_FAIL(path << ": bad JSON header: " << one_line(e.what()));
-    }
+    const json h = parse_json_strict(reinterpret_cast<const char*>(map_ + 8),
+                                     reinterpret_cast<const char*>(map_ + 8 + hlen), path, "the header");
     TF_CHECK(h.is_object(), path << ": bad header: not a JSON object");
     for (auto it = h.begin(); it != h.end(); ++it) {
       const std::string& name = it.key();
       const json& v = it.value();
       if (name == "__metadata__") {
-        if (v.is_object())
-          for (auto m2 = v.begin(); m2 != v.end(); ++m2)
-            metadata_[m2.key()] = m2.value().is_string() ? m2.value().get<std::string>() : m2.value().dump();
+        TF_CHECK(v.is_object(), path << ": __metadata__ is not an object (safetensors metadata maps strings to strings)");
+        for (auto m2 = v.begin(); m2 != v.end(); ++m2) {
+          TF_CHECK(m2.value().is_string(), path << ": __metadata__ key " << m2.key() << " holds "
+                                                << one_line(m2.value().dump()).substr(0, 60)
+                                                << ", not a string (safetensors metadata maps strings to strings)");
+          metadata_[m2.key()] = m2.value().get<std::string>();
+        }
         continue;
       }
-      TF_CHECK(v.is_object(), path << ": tensor " << name << ": header entry is not an object");
-      SafetensorsEntry e;
-      e.name = name;
-      auto dt = v.find("dtype");
-      TF_CHECK(dt != v.end() && dt->is_string(), path << ": tensor " << name << ": missing dtype");
-      e.dtype = dt->get<std::string>();
-      const size_t es = st_dtype_size(e.dtype);
-      TF_CHECK(es > 0, path << ": tensor " << name << ": unsupported dtype " << e.dtype);
-      auto sh = v.find("shape");
-      TF_CHECK(sh != v.end() && sh->is_array(), path << ": tensor " << name << ": missing shape");
-      uint64_t numel = 1;
-      for (const auto& d : *sh) {
-        TF_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0,
-                 path << ": tensor " << name << ": bad shape " << one_line(sh->dump()));
-        const uint64_t dv = d.get<uint64_t>();
-        TF_CHECK(dv == 0 || numel <= (uint64_t(1) << 50) / dv, path << ": tensor " << name << ": shape too large");
-        numel *= dv;
-        e.shape.push_back(int64_t(dv));
-      }
-      auto off = v.find("data_offsets");
-      TF_CHECK(off != v.end() && off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
-                   (*off)[1].is_number_unsigned(),
-               path << ": tensor " << name << ": bad data_offsets");
-      e.begin = (*off)[0].get<uint64_t>();
-      e.end = (*off)[1].get<uint64_t>();
-      TF_CHECK(e.begin <= e.end && e.end <= data_size,
-               path << ": tensor " << name << ": data_offsets " << e.begin << ".." << e.end
-                    << " out of range (data section has " << data_size << " bytes)");
-      TF_CHECK(e.end - e.begin == numel * es, path << ": tensor " << name << ": shape " << shape_str(e.shape) << " x "
-                                                   << e.dtype << " is " << numel * es << " bytes but data_offsets span "
-                                                   << e.end - e.begin);
-      index_[name] = entries_.size();
-      entries_.push_back(std::move(e));
+      entries_.push_back(parse_entry(path, name, v, data_size));
+      index_[name] = entries_.size() - 1;
     }
+    check_layout(path, entries_, data_size);
   } catch (...) {
     map_ = nullptr;
     throw;
@@ -132,6 +179,12 @@ class SafetensorsWeights : public WeightSource {
                index_path << ": tensor " << name << " is listed in " << file << " but found in "
                           << it->second.first->path());
     }
+    // A shard tensor the index does not list: the index and the shards disagree
+    // about the checkpoint, so neither can be trusted.
+    for (const auto& [name, loc] : where_)
+      TF_CHECK(weight_map.count(name), index_path << ": tensor " << name << " is in shard "
+                                                  << fs::path(loc.first->path()).filename().string()
+                                                  << " but not in the weight_map");
   }
 
   bool has(const std::string& name) const override { return where_.count(name) > 0; }
@@ -192,17 +245,13 @@ std::unique_ptr<WeightSource> open_index(const std::string& index_path) {
   TF_CHECK(in, index_path << ": cannot open");
   std::ostringstream ss;
   ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::exception& e) {
-    TF_FAIL(index_path << ": bad JSON: " << one_line(e.what()));
-  }
-  TF_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
+  const json j = parse_json_strict(ss.str(), index_path, "the index");
+  TF_CHECK(j.is_object() && j.contains("weight_map") && j.at("weight_map").is_object(),
            index_path << ": no weight_map object");
   std::map<std::string, std::string> wm;
   std::vector<std::string> shard_order;
-  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+  const json& weight_map = j.at("weight_map");
+  for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
     TF_CHECK(it.value().is_string(), index_path << ": weight_map entry " << it.key() << " is not a file name");
     const std::string file = it.value().get<std::string>();
     TF_CHECK(file.find('/') == std::string::npos && file != ".." && !file.empty(),

@@ -1,6 +1,7 @@
 #include "model/checkpoint.h"
 
 #include <filesystem>
+#include <set>
 
 #include "core/check.h"
 #include "io/hf_config.h"
@@ -30,11 +31,30 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> llama_expected_tensors
 }
 
 void check_llama_weights(const WeightSource& w, const ModelConfig& c, const std::string& source) {
-  for (const auto& [name, shape] : llama_expected_tensors(c)) {
+  const auto expected = llama_expected_tensors(c);
+  for (const auto& [name, shape] : expected) {
     TF_CHECK(w.has(name), source << ": missing tensor " << name << " (expected shape " << shape_str(shape) << ")");
     const TensorInfo i = w.info(name);
     TF_CHECK(i.shape == shape, i.file << ": tensor " << name << " has shape " << shape_str(i.shape) << ", expected "
                                       << shape_str(shape));
+  }
+  // A tensor the forward would not read is a weight of math we do not run
+  // (a bias, a q/k norm, another architecture's layer) or a head the config
+  // says to tie away: refused, never dropped. HF's rotary inv_freq buffers are
+  // recomputed from the config, so they are the one kind we skip.
+  std::set<std::string> used;
+  for (const auto& e : expected) used.insert(e.first);
+  const auto ends_with = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (const auto& name : w.names()) {
+    if (used.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    const std::string file = w.info(name).file;
+    TF_CHECK(!(name == "lm_head.weight" && c.tie_word_embeddings),
+             file << ": tensor lm_head.weight is present but the config ties the output head to the embedding "
+                     "(tie_word_embeddings); refusing to ignore it");
+    TF_FAIL(file << ": unexpected tensor " << name
+                 << " (the Llama forward does not use it: a bias, a q/k norm or another architecture's weight)");
   }
 }
 
@@ -46,9 +66,7 @@ Checkpoint open_checkpoint(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     const fs::path cfg = fs::path(path) / "config.json";
     TF_CHECK(fs::exists(cfg, ec), path << ": not a checkpoint folder (no config.json)");
-    ck.config = config_from_hf_json(cfg.string());
-    TF_CHECK(ck.config.architecture == "llama" || ck.config.architecture == "mistral",
-             cfg.string() << ": unsupported model_type '" << ck.config.architecture << "' (only llama)");
+    ck.config = config_from_hf_json(cfg.string());  // refuses other model types
     ck.weights = open_safetensors(path);
   } else if (fs::path(path).extension() == ".gguf") {
     TF_CHECK(fs::exists(path, ec), path << ": no such file");

@@ -48,6 +48,32 @@ if [[ -d "$fixtures/hf/mha_f32" ]]; then
   expect_error "safetensors" "$bin" logits --model "$tmp/ck2" --tokens 1,2,3 --out "$tmp/l.npy"
   expect_error "vocabulary" "$bin" logits --model "$fixtures/hf/mha_f32" --tokens 1,2,99999 --out "$tmp/l.npy"
 fi
+# Checkpoint validation (docs/RELIABILITY.md): damaged or unsupported checkpoints are refused, never loaded.
+if [[ -d "$fixtures/hf/mha_f32" ]]; then
+  # Two tensors sharing bytes, in a hand-built safetensors file.
+  cp -r "$fixtures/hf/mha_f32" "$tmp/overlap"
+  hdr='{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+  n=${#hdr}
+  { printf "$(printf '\\%03o\\%03o' $((n & 255)) $((n >> 8)))"; printf '\0\0\0\0\0\0'; printf '%s' "$hdr"; printf '\0\0\0\0'; } \
+    >"$tmp/overlap/model.safetensors"
+  expect_error "model.safetensors: tensor b: data_offsets 0..4 overlap tensor a" \
+    "$bin" logits --model "$tmp/overlap" --tokens 1,2,3 --out "$tmp/l.npy"
+  [[ -e "$tmp/l.npy" ]] && { echo "FAIL: a refused checkpoint left $tmp/l.npy"; fails=$((fails+1)); }
+  # Sliding-window attention is math we do not run: refused, not ignored.
+  cp -r "$fixtures/hf/mha_f32" "$tmp/swa"
+  sed -i 's/"vocab_size": 256/"vocab_size": 256, "sliding_window": 4096/' "$tmp/swa/config.json"
+  expect_error "config.json: sliding_window = 4096 is refused" "$bin" info --model "$tmp/swa"
+  # A tied config with its own lm_head in the weights.
+  cp -r "$fixtures/hf/mha_f32" "$tmp/tied"
+  sed -i 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$tmp/tied/config.json"
+  expect_error "lm_head.weight is present but the config ties" "$bin" info --model "$tmp/tied"
+fi
+# A GGUF header claiming 2^60 tensors is refused before anything is allocated.
+if [[ -f "$fixtures/io/quants.gguf" ]]; then
+  cp "$fixtures/io/quants.gguf" "$tmp/count.gguf"
+  printf '\0\0\0\0\0\0\0\020' | dd of="$tmp/count.gguf" bs=1 seek=8 conv=notrunc 2>/dev/null
+  expect_error "count.gguf: corrupt: tensor count 1152921504606846976 is impossible" "$bin" info --model "$tmp/count.gguf"
+fi
 mkdir -p "$tmp/hf"; echo '{"hidden_size": 64,' >"$tmp/hf/config.json"
 expect_error "config.json" "$bin" info --model "$tmp/hf"
 [[ $fails -eq 0 ]] && echo "all error cases ok" || { echo "$fails error cases failed"; exit 1; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "io/hf_config.h"
@@ -23,11 +24,12 @@ const char* kSmol = R"({
   "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 49152
 })";
 
+// base with the keys of `extra` ("k": v, ...) added or replaced (a repeated key
+// would be refused as a duplicate).
 std::string with(const std::string& base, const std::string& extra) {
-  // insert extra keys before the final brace
-  std::string s = base;
-  const size_t p = s.rfind('}');
-  return s.substr(0, p) + ", " + extra + "}";
+  nlohmann::json j = nlohmann::json::parse(base);
+  j.update(nlohmann::json::parse("{" + extra + "}"));
+  return j.dump();
 }
 
 const char* kBase = R"({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096,
