@@ -361,7 +361,7 @@ TEST(GgufValidation, TensorRecords) {
                     "truncated: tensor q.Q4_1");
   // q.Q4_1 moved onto q.Q4_0's bytes (offset 0): both would read the same data.
   expect_gguf_error(gguf_with("overlap", [](auto& b) { put<uint64_t>(b, tensor_info_at(b, "q.Q4_1").offset, 0); }),
-                    "overlaps tensor");
+                    "tensor q.Q4_1 (data bytes 0..320) overlaps tensor q.Q4_0 (0..288)");
 }
 
 // ---- config.json: every field that changes the math is used or refused ----
