@@ -96,7 +96,8 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
   } else if (t == T_STRING) {
     out.v = c.str("metadata string");
   } else if (t == T_ARRAY) {
-    TF_CHECK(depth == 0, path << ": corrupt: nested arrays in metadata key " << key);
+    // Bounded: each level costs only 12 bytes of file but a stack frame here.
+    TF_CHECK(depth <= 8, path << ": corrupt: arrays nested deeper than 8 levels in metadata key " << key);
     const uint32_t et = c.read<uint32_t>("array element type");
     const uint64_t count = c.read<uint64_t>("array length");
     if (et == T_STRING) {
@@ -109,7 +110,7 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
       out.v = std::move(v);
     } else if (et == T_ARRAY) {
       // Arrays of arrays are legal GGUF but unused by Llama models: skip them.
-      for (uint64_t i = 0; i < count; ++i) read_value(c, T_ARRAY, path, key, 0);
+      for (uint64_t i = 0; i < count; ++i) read_value(c, T_ARRAY, path, key, depth + 1);
       out.v = std::vector<int64_t>{};
     } else {
       const size_t es = scalar_size(et);
