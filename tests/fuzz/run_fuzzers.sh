@@ -26,11 +26,12 @@ if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>/
 fi
 
 t0=$(date +%s)
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-  -DTRIFORCE_FUZZ=ON -DTRIFORCE_CUDA=OFF -DTRIFORCE_BENCH=OFF >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build.build.log" 2>&1 ||
-  { tail -50 "$build.build.log"; exit 1; }
+  -DTRIFORCE_FUZZ=ON -DTRIFORCE_CUDA=OFF -DTRIFORCE_BENCH=OFF >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >"$build/build.log" 2>&1 ||
+  { tail -50 "$build/build.log"; exit 1; }
 echo "run_fuzzers: built ${#targets[@]} targets in $(($(date +%s) - t0)) s; fuzzing each for $secs s"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
