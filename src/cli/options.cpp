@@ -8,7 +8,6 @@
 
 #include "core/check.h"
 #include "parallel/tensor_parallel.h"
-#include "io/npy.h"
 
 namespace tf::cli {
 
@@ -57,45 +56,6 @@ std::string default_model_path() {
            "no --target given and the default model " << p.string()
                                                       << " is missing: run scripts/fetch_default_model.sh");
   return p.string();
-}
-
-std::vector<int32_t> parse_token_list(const std::string& csv) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(csv);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    TF_CHECK(end && *end == '\0' && v >= 0, "--tokens: '" << item << "' is not a token id");
-    ids.push_back(int32_t(v));
-  }
-  TF_CHECK(!ids.empty(), "--tokens: expected a comma-separated list of token ids");
-  return ids;
-}
-
-std::vector<int32_t> read_token_file(const std::string& path) {
-  if (path.size() > 4 && path.substr(path.size() - 4) == ".npy") {
-    Tensor t = read_npy(path);
-    TF_CHECK(t.dtype == DType::I32, path << ": expected an int32 .npy array of token ids");
-    return std::vector<int32_t>(t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel());
-  }
-  std::ifstream in(path);
-  TF_CHECK(in, path << ": cannot open token file");
-  std::vector<int32_t> ids;
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    char* end = nullptr;
-    long v = std::strtol(line.c_str(), &end, 10);
-    while (end && (*end == ' ' || *end == '\t' || *end == '\r')) ++end;
-    TF_CHECK(end && *end == '\0' && v >= 0, path << ":" << lineno << ": expected one token id per line");
-    ids.push_back(int32_t(v));
-  }
-  TF_CHECK(!ids.empty(), path << ": no token ids");
-  return ids;
 }
 
 }  // namespace tf::cli

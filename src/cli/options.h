@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/token_ids.h"
+
 namespace tf::cli {
 
 namespace po = boost::program_options;
@@ -18,9 +20,5 @@ bool parse(const std::string& subcommand, const std::vector<std::string>& args,
 // The embedded default model (SmolLM2-135M-Instruct Q4_1 GGUF) in the cache
 // that scripts/fetch_default_model.sh fills; a one-line error when absent.
 std::string default_model_path();
-
-// "1,2,3" -> ids; a file with one id per line, or an .npy int array.
-std::vector<int32_t> parse_token_list(const std::string& csv);
-std::vector<int32_t> read_token_file(const std::string& path);
 
 }  // namespace tf::cli

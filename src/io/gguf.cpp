@@ -100,6 +100,8 @@ GgufValue read_value(Cursor& c, uint32_t t, const std::string& path, const std::
   } else if (t == T_STRING) {
     out.v = c.str("metadata string");
   } else if (t == T_ARRAY) {
+    // Bounded: each level costs only 12 bytes of file but a stack frame here.
+    TF_CHECK(depth <= 8, path << ": corrupt: arrays nested deeper than 8 levels in metadata key " << key);
     const uint32_t et = c.read<uint32_t>("array element type");
     const uint64_t count = c.read<uint64_t>("array length");
     if (et == T_STRING) {

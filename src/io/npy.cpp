@@ -157,6 +157,9 @@ NpyArray read_npy_array(const std::string& path) {
   }
   TF_CHECK(a.shape.size() == 1 || a.shape.size() == 2,
            path << ": expected a 1-D or 2-D array, got shape " << shape_str(a.shape));
+  for (int64_t d = 0, n = 1; d < int64_t(a.shape.size()); n *= a.shape[size_t(d)], ++d)  // numel() must not overflow
+    TF_CHECK(a.shape[size_t(d)] == 0 || n <= (int64_t(1) << 50) / a.shape[size_t(d)],
+             path << ": .npy shape " << shape_str(a.shape) << " is too large");
   const int64_t n = a.numel();
   const int64_t need = int64_t(hstart + hlen) + n * int64_t(esz);
   TF_CHECK(fsize >= need, path << ": truncated .npy data: shape " << shape_str(a.shape) << " needs " << need

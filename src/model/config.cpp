@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <sstream>
+#include <utility>
 
 #include "core/check.h"
 
@@ -30,6 +31,18 @@ void ModelConfig::validate(const std::string& source) const {
   positive("num_key_value_heads", num_kv_heads);
   positive("head_dim", head_dim);
   positive("max_position_embeddings", max_position_embeddings);
+  // Sizes are used as int in places and multiplied everywhere: bound them before anything computes with them.
+  for (auto [what, v] : {std::pair<const char*, int64_t>{"vocab_size", vocab_size}, {"hidden_size", hidden_size},
+                         {"intermediate_size", intermediate_size}, {"num_hidden_layers", num_layers},
+                         {"num_attention_heads", num_heads}, {"num_key_value_heads", num_kv_heads},
+                         {"head_dim", head_dim}, {"max_position_embeddings", max_position_embeddings}})
+    TF_CHECK(v <= (int64_t(1) << 31), source << ": invalid config: " << what << " " << v << " is too large");
+  {
+    const double h = double(hidden_size), q = double(num_heads) * double(head_dim), kv = double(num_kv_heads) * double(head_dim);
+    const double params = 2 * double(vocab_size) * h + double(num_layers) * (2 * h * q + 2 * h * kv + 3 * h * double(intermediate_size));
+    TF_CHECK(params < double(int64_t(1) << 50), source << ": invalid config: about " << params
+                                                        << " parameters, beyond any model this program can hold");
+  }
   TF_CHECK(num_heads % num_kv_heads == 0, source << ": invalid config: num_attention_heads " << num_heads
                                                  << " is not a multiple of num_key_value_heads " << num_kv_heads);
   TF_CHECK(head_dim % 2 == 0, source << ": invalid config: head_dim " << head_dim << " must be even for RoPE");

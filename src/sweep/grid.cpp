@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -81,8 +82,10 @@ std::vector<int64_t> parse_int_list(const std::string& option, const std::string
     const int64_t last = to_int(option, item.substr(c1 + 1, c2 - c1 - 1));
     const int64_t step = to_int(option, item.substr(c2 + 1));
     TF_CHECK(step > 0 && last >= first, "--" << option << ": range '" << item << "' needs LAST >= FIRST and STEP > 0");
-    TF_CHECK((last - first) / step < 100000, "--" << option << ": range '" << item << "' has too many values");
-    for (int64_t v = first; v <= last; v += step) out.push_back(v);
+    // In unsigned arithmetic: last - first and v + step may not fit an int64.
+    const uint64_t steps = (uint64_t(last) - uint64_t(first)) / uint64_t(step);
+    TF_CHECK(steps < 100000, "--" << option << ": range '" << item << "' has too many values");
+    for (uint64_t i = 0; i <= steps; ++i) out.push_back(int64_t(uint64_t(first) + i * uint64_t(step)));
   }
   return out;
 }
@@ -159,6 +162,28 @@ std::string Point::key(const std::vector<std::string>& prompt_names) const {
   return os.str();
 }
 
+int64_t grid_points_bound(const GridSpec& g) {
+  constexpr int64_t kSat = std::numeric_limits<int64_t>::max();
+  auto mul = [](int64_t a, int64_t b) { return a == 0 || b <= kSat / a ? a * b : kSat; };
+  auto n = [](bool used, size_t size) { return used && size > 0 ? int64_t(size) : int64_t(1); };
+  int64_t per_unit = 1;  // ar
+  for (const auto& m : g.methods) {
+    if (m == "ar") continue;
+    const MethodParams mp = method_params(m);
+    int64_t k = n(mp.draft, g.drafts.size());
+    for (int64_t f : {n(mp.gamma1, g.gamma1.size()), n(mp.gamma2, g.gamma2.size()), n(mp.budget, g.budgets.size()),
+                      n(mp.chunk, g.chunks.size()), n(mp.streaming, g.sinks.size()), n(mp.streaming, g.windows.size()),
+                      n(mp.reretrieve, g.reretrieve.size()), n(true, g.simulate_acceptance.size())})
+      k = mul(k, f);
+    per_unit = k >= kSat - per_unit ? kSat : per_unit + k;
+  }
+  int64_t units = std::max<int64_t>(g.n_prompts, 0);
+  for (int64_t f : {int64_t(g.contexts.size()), int64_t(g.max_new.size()), int64_t(g.temperatures.size()),
+                    int64_t(g.top_ps.size()), int64_t(g.seeds.size()), std::max<int64_t>(g.repetitions, 0)})
+    units = mul(units, f);
+  return mul(units, per_unit);
+}
+
 std::vector<Point> expand(const GridSpec& g) {
   auto need = [](bool nonempty, const char* what) { TF_CHECK(nonempty, "sweep: the grid has no " << what); };
   need(!g.methods.empty(), "methods (--method)");
@@ -172,6 +197,10 @@ std::vector<Point> expand(const GridSpec& g) {
   for (auto n : g.max_new) TF_CHECK(n >= 1, "--max-new-tokens: expected at least 1, got " << n);
   for (auto t : g.temperatures) TF_CHECK(t >= 0, "--temperature: expected >= 0, got " << t);
   for (auto p : g.top_ps) TF_CHECK(p > 0 && p <= 1, "--top-p: expected values in (0, 1], got " << p);
+  const int64_t bound = grid_points_bound(g);
+  TF_CHECK(bound <= kMaxGridPoints, "sweep: the grid has up to " << bound << " points (prompts x contexts x max-new-tokens"
+                                        << " x temperatures x top-p x seeds x repetitions x each method's lists); at most "
+                                        << kMaxGridPoints << " are allowed: narrow the lists");
 
   std::vector<Point> out;
   int64_t unit = 0;

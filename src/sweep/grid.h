@@ -59,7 +59,13 @@ struct MethodParams {
 };
 MethodParams method_params(const std::string& method);
 
+// Expands the grid; a one-line error when it would exceed kMaxGridPoints.
 std::vector<Point> expand(const GridSpec& g);
+// A grid bigger than this is surely a typo (a range with a small step, a huge
+// --repetitions), and expanding it would exhaust memory before the first run.
+constexpr int64_t kMaxGridPoints = 1000000;
+// An upper bound on expand(g).size() (before deduplication), saturating at INT64_MAX.
+int64_t grid_points_bound(const GridSpec& g);
 
 // The sweep's simulate-acceptance list: comma-separated entries, each `none`
 // (a real run) or one field per verifying level separated by '/', a field

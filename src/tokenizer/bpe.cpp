@@ -213,6 +213,18 @@ namespace {
 
 using nlohmann::json;
 
+// Token ids index a vector of the vocabulary: beyond any real vocabulary (256K
+// today), an id is a corrupt file, not a reason to allocate gigabytes.
+constexpr int64_t kMaxTokenId = (int64_t(1) << 22) - 1;
+
+// A token id from JSON: an integer in [0, kMaxTokenId] (a float or a huge
+// number would not convert to int32_t).
+int32_t token_id(const json& v, const std::string& origin, const std::string& what) {
+  TF_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTokenId,
+           origin << ": " << what << " must be a token id in [0, " << kMaxTokenId << "], got " << v.dump());
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+
 void parse_pre(const json& p, const std::string& origin, std::vector<PreStep>& steps) {
   if (p.is_null()) return;
   const std::string type = p.value("type", "");
@@ -263,7 +275,7 @@ void parse_post(const json& p, const std::string& origin, BpeSpec& s,
       const std::string name = item["SpecialToken"].at("id").get<std::string>();
       std::vector<int32_t> ids;
       if (specials.contains(name)) {
-        for (const json& x : specials[name].at("ids")) ids.push_back(x.get<int32_t>());
+        for (const json& x : specials[name].at("ids")) ids.push_back(token_id(x, origin, "special token " + name));
       } else {
         int32_t id = lookup(s, vocab, name);
         TF_CHECK(id >= 0, origin << ": TemplateProcessing token '" << name << "' not in vocab");
@@ -273,8 +285,8 @@ void parse_post(const json& p, const std::string& origin, BpeSpec& s,
       dst.insert(dst.end(), ids.begin(), ids.end());
     }
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-    s.prefix_ids.push_back(p.at("cls").at(1).get<int32_t>());
-    s.suffix_ids.push_back(p.at("sep").at(1).get<int32_t>());
+    s.prefix_ids.push_back(token_id(p.at("cls").at(1), origin, type + " cls"));
+    s.suffix_ids.push_back(token_id(p.at("sep").at(1), origin, type + " sep"));
   } else {
     TF_FAIL(origin << ": unsupported post_processor type '" << type << "'");
   }
@@ -319,8 +331,7 @@ std::unique_ptr<BpeTokenizer> load_bpe_from_json(const nlohmann::json& j, const 
     BpeSpec s;
     std::unordered_map<std::string, int32_t> vocab;
     for (auto it = m.at("vocab").begin(); it != m.at("vocab").end(); ++it) {
-      int32_t id = it.value().get<int32_t>();
-      TF_CHECK(id >= 0, origin << ": negative vocab id");
+      const int32_t id = token_id(it.value(), origin, "vocab entry " + it.key());
       if (static_cast<size_t>(id) >= s.tokens.size()) s.tokens.resize(id + 1);
       s.tokens[id] = it.key();
       vocab.emplace(it.key(), id);
@@ -336,7 +347,7 @@ std::unique_ptr<BpeTokenizer> load_bpe_from_json(const nlohmann::json& j, const 
     }
     for (const json& a : j.value("added_tokens", json::array())) {
       AddedToken t;
-      t.id = a.at("id").get<int32_t>();
+      t.id = token_id(a.at("id"), origin, "added token id");
       t.content = a.at("content").get<std::string>();
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);
