@@ -2,6 +2,8 @@
 # Fuzzes every parser target of tests/fuzz for SECONDS each (default 20) with
 # libFuzzer, ASan and UBSan, starting from its seed corpus tests/fuzz/<target>/.
 #   tests/fuzz/run_fuzzers.sh [SECONDS] [BUILD_DIR]     (BUILD_DIR default: build-fuzz)
+# FUZZ_RUNS=N stops each target after N inputs (SECONDS stays the cap) and FUZZ_SEED
+# fixes libFuzzer's seed (default 1): CI uses both, so its run is the one reproduced here.
 # Prints each target's execution count. A crash, sanitizer report, uncaught
 # exception, leak, timeout (> 10 s) or out-of-memory (> 2 GB) fails the script;
 # the input that caused it is left in BUILD_DIR/crashes/<target>/ (add it to
@@ -40,7 +42,7 @@ failed=()
 for t in "${targets[@]}"; do
   mkdir -p "$build/corpus/$t" "$build/crashes/$t"
   log="$build/crashes/$t.log"
-  "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -seed="${FUZZ_SEED:-1}" ${FUZZ_RUNS:+-runs=$FUZZ_RUNS} -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build/crashes/$t/" "$build/corpus/$t" "$root/tests/fuzz/$t" >"$log" 2>&1
   rc=$?
   execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -1)
