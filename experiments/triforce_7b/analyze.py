@@ -114,16 +114,6 @@ def model(r):
             "measured_over_model": (r["ar_ms"] / r["decode_ms_per_token"]) / (r["ar_ms"] / ms)}
 
 
-def closed_form(a1, a2, g1, g2):
-    """Expected E and m at set rates (each middle step commits 1 + accepted of g1; the middle level stops once it
-    holds >= g2 tokens): a first-order estimate for the plot, next to the measured counts."""
-    per_mid = (1 - a1 ** (g1 + 1)) / (1 - a1) if a1 < 1 else g1 + 1
-    m = math.ceil(g2 / per_mid - 1e-9) if per_mid > 0 else float("nan")
-    n = g2
-    E = (1 - a2 ** (n + 1)) / (1 - a2) if a2 < 1 else n + 1
-    return E, m
-
-
 def fmt(v, p=2):
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"
 
