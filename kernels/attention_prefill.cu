@@ -5,6 +5,7 @@
 
 #include "attention_mma.cuh"
 #include "attention_prefill.cuh"
+#include "attention_prefill_cudnn.cuh"
 #include "attention_prefill_detail.cuh"
 #include "common.cuh"
 
@@ -263,7 +264,39 @@ bool env_forces_mma() {
   return forced;
 }
 
+std::atomic<int> g_backend{-1};  // -1: not read yet; else a PrefillBackend
+
 }  // namespace
+
+PrefillBackend parse_prefill_backend(const char* e) {
+  if (!e || !*e || std::strcmp(e, "auto") == 0) return PrefillBackend::Auto;
+  if (std::strcmp(e, "cudnn") == 0) return PrefillBackend::Cudnn;
+  if (std::strcmp(e, "ours") == 0) return PrefillBackend::Ours;
+  TF_FAIL("TRIFORCE_PREFILL_ATTENTION=" << e << ": expected auto, cudnn or ours");
+}
+
+PrefillBackend prefill_attention_backend() {
+  int b = g_backend.load(std::memory_order_acquire);
+  if (b < 0) {
+    b = int(parse_prefill_backend(std::getenv("TRIFORCE_PREFILL_ATTENTION")));
+    g_backend.store(b, std::memory_order_release);
+  }
+  return PrefillBackend(b);
+}
+
+void set_prefill_attention_backend(PrefillBackend b) { g_backend.store(int(b), std::memory_order_release); }
+
+const char* prefill_backend_name(PrefillBackend b) {
+  return b == PrefillBackend::Cudnn ? "cudnn" : b == PrefillBackend::Ours ? "ours" : "auto";
+}
+
+bool attention_prefill_uses_cudnn(const AttentionPrefillParams& p) {
+  switch (prefill_attention_backend()) {
+    case PrefillBackend::Ours: return false;
+    case PrefillBackend::Cudnn: return true;
+    default: return attention_prefill_cudnn_plan(p);
+  }
+}
 
 bool attention_prefill_wgmma_available(int64_t head_dim) {
 #ifdef TRIFORCE_PREFILL_WGMMA
@@ -299,6 +332,14 @@ void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaS
                ((reinterpret_cast<uintptr_t>(p.k_cache) | reinterpret_cast<uintptr_t>(p.v_cache) |
                  reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.out)) & 15) == 0,
            "cuda::attention_prefill: q/out/KV must be 16-byte aligned with KV strides a multiple of 8 elements");
+  if (config == kPrefillCudnn || (config == 0 && attention_prefill_uses_cudnn(p))) {
+    if (config == 0 && !attention_prefill_cudnn_plan(p))  // TRIFORCE_PREFILL_ATTENTION=cudnn, and it cannot
+      TF_FAIL("TRIFORCE_PREFILL_ATTENTION=cudnn: cuDNN cannot run this prefill attention ("
+              << (cudnn_attention_available() ? cudnn_attention_stats().last_refusal : cudnn_attention_version())
+              << "); use auto or ours");
+    return attention_prefill_cudnn(p, stream);
+  }
+  if (config == kPrefillOurs) config = 0;
   PrefillArgs a;
   a.q = p.q;
   a.k = p.k_cache;

@@ -12,8 +12,9 @@
 // multi-stage pipeline with an online softmax, so nothing of size n^2 (nor any
 // workspace) exists. Kv head of head h: h / (num_heads / num_kv_heads).
 //
-// There is no plan step: the launch needs no workspace and its grid follows
-// from n and num_heads.
+// Our kernels have no plan step: the launch needs no workspace and its grid
+// follows from n and num_heads. The cuDNN backend (attention_prefill_cudnn.cuh)
+// plans per shape and is chosen by prefill_attention_backend().
 #pragma once
 #include <cuda_runtime.h>
 
@@ -43,15 +44,31 @@ double attention_prefill_flops(const AttentionPrefillParams& p);
 // Validates p (tf::Error on a bad shape), then launches the kernel on stream.
 void attention_prefill(const AttentionPrefillParams& p, cudaStream_t stream = nullptr);
 
-// Kernel choices of attention_prefill_config beyond 0 (the default: wgmma where available and not
-// overridden by TRIFORCE_PREFILL_KERNEL=mma, else mma.sync).
+// Kernel choices of attention_prefill_config beyond 0 (the default: the backend of
+// prefill_attention_backend(); ours is wgmma where available and not overridden by
+// TRIFORCE_PREFILL_KERNEL=mma, else mma.sync).
 constexpr int kPrefillMma = 6;     // the default mma.sync tiles, always
 constexpr int kPrefillWgmma = 7;   // the wgmma kernel, 2 K/V stages (tf::Error where unavailable)
 constexpr int kPrefillWgmma3 = 8;  // the wgmma kernel, 3 K/V stages
+constexpr int kPrefillCudnn = 9;   // cuDNN's fused attention (attention_prefill_cudnn.cuh; tf::Error where it cannot)
+constexpr int kPrefillOurs = 10;   // our default kernel, whatever the backend setting
 // The same with kernel/tile configuration `config`: 0 the default; 1..5 head_dim-128 mma.sync
-// variants that the benchmark compares; kPrefillMma, kPrefillWgmma, kPrefillWgmma3; another
-// number runs the default mma.sync tiles.
+// variants that the benchmark compares; kPrefillMma, kPrefillWgmma, kPrefillWgmma3, kPrefillCudnn,
+// kPrefillOurs; another number runs the default mma.sync tiles.
 void attention_prefill_config(const AttentionPrefillParams& p, int config, cudaStream_t stream = nullptr);
+// Which backend config 0 runs: TRIFORCE_PREFILL_ATTENTION=auto|cudnn|ours, read once (a bad value is
+// a tf::Error naming the variable). auto (the default): cuDNN where it is available and plans the
+// shape, else ours, with no error; cudnn: cuDNN or a tf::Error; ours: our kernels.
+enum class PrefillBackend { Auto, Cudnn, Ours };
+PrefillBackend prefill_attention_backend();
+// Overrides the environment for the process (tests, benchmarks).
+void set_prefill_attention_backend(PrefillBackend b);
+// A value of TRIFORCE_PREFILL_ATTENTION (null or empty: auto); a tf::Error naming the variable otherwise.
+PrefillBackend parse_prefill_backend(const char* value);
+const char* prefill_backend_name(PrefillBackend b);
+// Whether a prefill call of p's shape runs on cuDNN under config 0 (plans it).
+bool attention_prefill_uses_cudnn(const AttentionPrefillParams& p);
+
 // Whether the wgmma kernel can run here for head_dim: compiled in (sm_90 among the build's CUDA
 // architectures), head_dim 128, and the current device of compute capability 9.0.
 bool attention_prefill_wgmma_available(int64_t head_dim);

@@ -1,10 +1,25 @@
+#include <cublasLt.h>
 #include <cublas_v2.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "common.cuh"
 #include "gemm.cuh"
 
 namespace tf::cuda {
 namespace {
+
+// Which policy a process starts with when TRIFORCE_GEMM_ALGO is unset.
+constexpr GemmAlgo kDefaultGemmAlgo = GemmAlgo::Cublas;
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;  // what cuBLAS recommends on Hopper
+constexpr double kTieFraction = 0.02;                   // tuned: the lowest candidate within 2% of the best
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -15,12 +30,17 @@ cudaDataType_t cuda_type(DType t) {
   }
 }
 
-// One handle per device for the process (cuBLAS handles are expensive to make).
-cublasHandle_t handle_for_current_device() {
-  static cublasHandle_t handles[64] = {};
+int current_device() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   TF_CHECK(dev >= 0 && dev < 64, "cuda::gemm: device index " << dev << " out of range");
+  return dev;
+}
+
+// One handle per device for the process (cuBLAS handles are expensive to make).
+cublasHandle_t handle_for_current_device() {
+  static cublasHandle_t handles[64] = {};
+  const int dev = current_device();
   if (!handles[dev]) {
     CUBLAS_CHECK(cublasCreate(&handles[dev]));
     CUBLAS_CHECK(cublasSetMathMode(handles[dev], CUBLAS_DEFAULT_MATH));
@@ -28,18 +48,199 @@ cublasHandle_t handle_for_current_device() {
   return handles[dev];
 }
 
-}  // namespace
-
-void gemm(const GemmParams& p, cudaStream_t stream) {
-  if (p.n == 0 || p.out == 0) return;
-  TF_CHECK(p.x && p.w && p.y && p.in > 0, "cuda::gemm: bad params");
-  TF_CHECK(p.y_dtype == p.dtype || p.y_dtype == DType::F32, "cuda::gemm: y must be the input dtype or f32");
+void run_cublas(const GemmParams& p, cudaStream_t stream) {
   cublasHandle_t h = handle_for_current_device();
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(p.out), int(p.n), int(p.in), &alpha, p.w,
                             cuda_type(p.dtype), int(p.in), p.x, cuda_type(p.dtype), int(p.in), &beta, p.y,
                             cuda_type(p.y_dtype), int(p.out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// The largest power of two (<= 256) dividing every operand address: cuBLASLt's algorithms
+// assume the alignment the heuristic was told, so it is part of the shape.
+int64_t alignment_of(const GemmParams& p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.w) |
+                      reinterpret_cast<uintptr_t>(p.y);
+  int64_t al = 256;
+  while (al > 1 && (a & uintptr_t(al - 1))) al >>= 1;
+  return al;
+}
+
+using ShapeKey = std::array<int64_t, 7>;
+
+// A shape's cuBLASLt descriptors and heuristic candidates (kept for the process).
+struct LtShape {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  int tuned = -2;  // -2: not timed yet; -1: none; else the candidate index
+};
+
+struct LtState {
+  std::mutex mu;
+  cublasLtHandle_t handles[64] = {};
+  void* workspaces[64] = {};
+  std::map<ShapeKey, LtShape> shapes;
+};
+LtState& lt_state() {
+  static LtState* s = new LtState;  // never destroyed (library teardown order at exit)
+  return *s;
+}
+
+// The shape's descriptors and candidates, made on first sight. Called with s.mu held.
+LtShape& lt_shape(LtState& s, const GemmParams& p, int dev) {
+  const int64_t align = alignment_of(p);
+  const ShapeKey key{dev, int64_t(p.dtype), int64_t(p.y_dtype), p.n, p.in, p.out, align};
+  auto it = s.shapes.find(key);
+  if (it != s.shapes.end()) return it->second;
+  if (!s.handles[dev]) CUBLAS_CHECK(cublasLtCreate(&s.handles[dev]));
+  if (!s.workspaces[dev]) CUDA_CHECK(cudaMalloc(&s.workspaces[dev], kLtWorkspaceBytes));
+  LtShape sh;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&sh.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(sh.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(sh.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  // Column-major: A = W as stored [in, out] (op T), B = x [in, n], C = D = y [out, n].
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.a, cuda_type(p.dtype), uint64_t(p.in), uint64_t(p.out), p.in));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.b, cuda_type(p.dtype), uint64_t(p.in), uint64_t(p.n), p.in));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&sh.c, cuda_type(p.y_dtype), uint64_t(p.out), uint64_t(p.n), p.out));
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kLtWorkspaceBytes;
+  const uint32_t al = uint32_t(align);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al)));
+  sh.candidates.resize(kGemmLtCandidates);
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s.handles[dev], sh.desc, sh.a, sh.b, sh.c, sh.c, pref,
+                                                           kGemmLtCandidates, sh.candidates.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  sh.candidates.resize(st == CUBLAS_STATUS_SUCCESS ? size_t(found) : 0);
+  return s.shapes.emplace(key, std::move(sh)).first->second;
+}
+
+void run_lt(LtState& s, const LtShape& sh, int index, const GemmParams& p, int dev, cudaStream_t stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_CHECK(cublasLtMatmul(s.handles[dev], sh.desc, &alpha, p.w, sh.a, p.x, sh.b, &beta, p.y, sh.c, p.y, sh.c,
+                              &sh.candidates[size_t(index)].algo, s.workspaces[dev], kLtWorkspaceBytes, stream));
+}
+
+// Times every candidate of sh on p's buffers (1 warm-up + 3 runs each, the median); sets sh.tuned.
+void tune(LtState& s, LtShape& sh, const GemmParams& p, int dev, cudaStream_t stream) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+  if (sh.candidates.empty() || cap != cudaStreamCaptureStatusNone) {  // nothing to time, or no timing allowed
+    sh.tuned = sh.candidates.empty() ? -1 : 0;
+    return;
+  }
+  cudaEvent_t e[4];
+  for (auto& ev : e) CUDA_CHECK(cudaEventCreate(&ev));
+  std::vector<float> best(sh.candidates.size(), 1e30f);
+  for (size_t i = 0; i < sh.candidates.size(); ++i) {
+    run_lt(s, sh, int(i), p, dev, stream);  // warm-up
+    float t[3];
+    for (int r = 0; r < 3; ++r) {
+      CUDA_CHECK(cudaEventRecord(e[0], stream));
+      run_lt(s, sh, int(i), p, dev, stream);
+      CUDA_CHECK(cudaEventRecord(e[1], stream));
+      CUDA_CHECK(cudaEventSynchronize(e[1]));
+      CUDA_CHECK(cudaEventElapsedTime(&t[r], e[0], e[1]));
+    }
+    std::sort(t, t + 3);
+    best[i] = t[1];
+  }
+  for (auto& ev : e) cudaEventDestroy(ev);
+  const float fastest = *std::min_element(best.begin(), best.end());
+  sh.tuned = 0;
+  while (best[size_t(sh.tuned)] > fastest * float(1.0 + kTieFraction)) ++sh.tuned;
+}
+
+void check(const GemmParams& p) {
+  TF_CHECK(p.x && p.w && p.y && p.in > 0, "cuda::gemm: bad params");
+  TF_CHECK(p.y_dtype == p.dtype || p.y_dtype == DType::F32, "cuda::gemm: y must be the input dtype or f32");
+}
+
+std::atomic<int> g_algo{-1};  // -1: not read yet; else a GemmAlgo
+
+}  // namespace
+
+GemmAlgo parse_gemm_algo(const char* e) {
+  if (!e || !*e) return kDefaultGemmAlgo;
+  if (std::strcmp(e, "cublas") == 0) return GemmAlgo::Cublas;
+  if (std::strcmp(e, "lt") == 0) return GemmAlgo::Lt;
+  if (std::strcmp(e, "tuned") == 0) return GemmAlgo::Tuned;
+  TF_FAIL("TRIFORCE_GEMM_ALGO=" << e << ": expected cublas, lt or tuned");
+}
+
+GemmAlgo gemm_algo() {
+  int a = g_algo.load(std::memory_order_acquire);
+  if (a < 0) {
+    a = int(parse_gemm_algo(std::getenv("TRIFORCE_GEMM_ALGO")));
+    g_algo.store(a, std::memory_order_release);
+  }
+  return GemmAlgo(a);
+}
+
+void set_gemm_algo(GemmAlgo a) { g_algo.store(int(a), std::memory_order_release); }
+
+const char* gemm_algo_name(GemmAlgo a) {
+  return a == GemmAlgo::Lt ? "lt" : a == GemmAlgo::Tuned ? "tuned" : "cublas";
+}
+
+int gemm_lt_candidates(const GemmParams& p) {
+  check(p);
+  LtState& s = lt_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return int(lt_shape(s, p, current_device()).candidates.size());
+}
+
+int gemm_tuned_candidate(const GemmParams& p, cudaStream_t stream) {
+  check(p);
+  LtState& s = lt_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int dev = current_device();
+  LtShape& sh = lt_shape(s, p, dev);
+  if (sh.tuned == -2) tune(s, sh, p, dev, stream);
+  return sh.tuned;
+}
+
+void gemm_choice(const GemmParams& p, int choice, cudaStream_t stream) {
+  if (p.n == 0 || p.out == 0) return;
+  check(p);
+  if (choice == kGemmChoiceCublas) return run_cublas(p, stream);
+  LtState& s = lt_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int dev = current_device();
+  LtShape& sh = lt_shape(s, p, dev);
+  if (choice == kGemmChoiceTuned) {
+    if (sh.tuned == -2) tune(s, sh, p, dev, stream);
+    if (sh.tuned < 0) return run_cublas(p, stream);
+    choice = sh.tuned;
+  }
+  TF_CHECK(choice >= 0 && choice < int(sh.candidates.size()),
+           "cuda::gemm: cuBLASLt candidate " << choice << " of " << sh.candidates.size() << " for n=" << p.n
+                                             << " in=" << p.in << " out=" << p.out);
+  run_lt(s, sh, choice, p, dev, stream);
+}
+
+void gemm(const GemmParams& p, cudaStream_t stream) {
+  if (p.n == 0 || p.out == 0) return;
+  check(p);
+  switch (gemm_algo()) {
+    case GemmAlgo::Cublas: return run_cublas(p, stream);
+    case GemmAlgo::Tuned: return gemm_choice(p, kGemmChoiceTuned, stream);
+    case GemmAlgo::Lt: {
+      LtState& s = lt_state();
+      std::lock_guard<std::mutex> lock(s.mu);
+      const int dev = current_device();
+      const LtShape& sh = lt_shape(s, p, dev);
+      if (sh.candidates.empty()) return run_cublas(p, stream);
+      return run_lt(s, sh, 0, p, dev, stream);
+    }
+  }
 }
 
 }  // namespace tf::cuda

@@ -3,6 +3,9 @@
 # Benchmark, but no Boost.Program_options). Boost 1.74 comes as Debian packages carried in .deps/ (fetched on the
 # development machine with `apt-get download libboost1.74-dev libboost-program-options1.74-dev
 # libboost-program-options1.74.0`), unpacked into a private prefix, never over /.
+# cuDNN's fused prefill attention needs the header-only cudnn-frontend in .deps/cudnn-frontend/include (fetched on
+# the development machine: `pip download nvidia-cudnn-frontend==1.16.0 --no-deps`, then the wheel's include/ folder
+# unzipped there); the image has libcudnn9-dev (9.14). Without it the build goes on with our kernels only.
 # Usage: experiments/h200/build.sh [BUILD_DIR] [extra cmake --build args]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,9 +17,16 @@ if [[ ! -f $deps/usr/include/boost/program_options.hpp ]]; then
   mkdir -p $deps
   for f in .deps/*.deb; do dpkg -x "$f" $deps; done
 fi
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTRIFORCE_BENCH=ON \
+cudnn=()
+if [[ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]]; then
+  cudnn=(-DTRIFORCE_CUDNN_FRONTEND_DIR="$PWD/.deps/cudnn-frontend/include")
+else
+  echo "build.sh: no .deps/cudnn-frontend/include (carry it): building without cuDNN attention" >&2
+fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTRIFORCE_BENCH=ON "${cudnn[@]}" \
   -DBoost_NO_BOOST_CMAKE=ON -DBOOST_ROOT=$deps/usr -DBoost_NO_SYSTEM_PATHS=ON \
-  -DBoost_INCLUDE_DIR=$deps/usr/include -DBoost_LIBRARY_DIR=$deps/usr/lib/x86_64-linux-gnu >/dev/null
+  -DBoost_INCLUDE_DIR=$deps/usr/include -DBoost_LIBRARY_DIR=$deps/usr/lib/x86_64-linux-gnu >"$build.configure.log"
+grep -E "^-- +cuDNN" "$build.configure.log" | sed 's/^-- */build.sh: /' || true
 if ! cmake --build "$build" -j16 "$@" >"$build/build.log" 2>&1; then
   grep -E -B2 -A6 "error" "$build/build.log" | head -60 >&2
   echo "build.sh: build failed (log: $build/build.log)" >&2

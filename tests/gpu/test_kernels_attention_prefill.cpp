@@ -1,8 +1,9 @@
 // Causal prefill attention kernels (ctest label gpu) against a CPU reference in
 // double precision on the same dtype-rounded inputs: n queries at the last n
 // of kv_length slots, n in {1, 3, 127, 129, 4097} and long cases up to
-// 65537, head_dim 64/128, MHA and GQA, f16 and bf16, on the mma.sync kernel
-// and (head_dim 128 on an sm_90 device) the wgmma kernel. The output is
+// 65537, head_dim 64/128, MHA and GQA, f16 and bf16, on the mma.sync kernel,
+// (head_dim 128 on an sm_90 device) the wgmma kernel and (in a build with
+// cuDNN, on a device where it runs) cuDNN's fused attention. The output is
 // poisoned with NaN before launch and the cache slots past kv_length hold NaN,
 // so a missing write or a read past the length shows up; every output element
 // must be finite. Huge cases check a sample of query rows (every head) on the
@@ -17,6 +18,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -25,6 +28,7 @@
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include "attention_prefill.cuh"
+#include "attention_prefill_cudnn.cuh"
 #include "device_buffer.cuh"
 #endif
 
@@ -62,14 +66,19 @@ std::vector<int64_t> rows_to_check(int64_t n, int64_t max_rows) {
   return r;
 }
 
-// The kernels to run a head_dim on: mma.sync always, wgmma where it runs.
+// The kernels to run a head_dim on: mma.sync always, wgmma and cuDNN where they run.
 std::vector<int> kernels_for(int64_t D) {
   std::vector<int> k{tf::cuda::kPrefillMma};
   if (tf::cuda::attention_prefill_wgmma_available(D)) k.push_back(tf::cuda::kPrefillWgmma);
+  if (tf::cuda::cudnn_attention_available()) k.push_back(tf::cuda::kPrefillCudnn);
   return k;
 }
 const char* kernel_name(int config) {
-  return config == tf::cuda::kPrefillWgmma ? "wgmma" : config == tf::cuda::kPrefillWgmma3 ? "wgmma3" : "mma";
+  return config == tf::cuda::kPrefillWgmma    ? "wgmma"
+         : config == tf::cuda::kPrefillWgmma3 ? "wgmma3"
+         : config == tf::cuda::kPrefillCudnn  ? "cudnn"
+         : config == 0                        ? "default"
+                                              : "mma";
 }
 
 // Structured inputs: the query at slot s of head h is 16 at dim (s + 7 kvh) % D, the key at slot j of
@@ -116,6 +125,12 @@ void run_case(const Case& c) {
   p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
   p.n = c.n, p.kv_length = c.kv, p.num_heads = c.H, p.num_kv_heads = c.KH, p.head_dim = D, p.capacity = cap;
   p.dtype = c.dt;
+  if (c.config == tf::cuda::kPrefillCudnn && !tf::cuda::attention_prefill_cudnn_plan(p)) {
+    // Prefill calls have more than 32 queries (fewer go to the decode kernel): those cuDNN must run.
+    if (c.n > 32) ADD_FAILURE() << "cuDNN refuses " << tf::cuda::cudnn_attention_stats().last_refusal;
+    else std::printf("note: cuDNN refuses %s (not a prefill shape)\n", tf::cuda::cudnn_attention_stats().last_refusal.c_str());
+    return;
+  }
   tf::cuda::attention_prefill_config(p, c.config);
   CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = tf::cuda::download_as(dout, q.size(), c.dt);
@@ -250,5 +265,84 @@ TEST(KernelsAttentionPrefill, LongContext) {
   }
   run_case({129, 65537, 64, 16, 4, DType::F16, 40, tf::cuda::kPrefillMma});
   run_case({65537, 65537, 64, 8, 8, DType::F16, 40, tf::cuda::kPrefillMma});
+#endif
+}
+
+// cuDNN's fused attention on the shapes the chunked prefill gives it: GQA ratios 1, 4 and 8, a
+// chunk after a prefix (kv_length > n, lengths off every 64/128 multiple), one query, a whole
+// prompt, both head dims and dtypes. Skipped where cuDNN is not built in or cannot run.
+TEST(KernelsAttentionPrefill, CudnnShapes) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  if (!tf::cuda::cudnn_attention_available())
+    GTEST_SKIP() << "cuDNN attention unavailable: " << tf::cuda::cudnn_attention_version();
+  for (int64_t D : {64, 128})
+    for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {16, 4}, {32, 4}})  // ratios 1, 4, 8
+      for (DType dt : {DType::F16, DType::BF16}) {
+        run_case({2048, 6144, D, hk.first, hk.second, dt, 160, tf::cuda::kPrefillCudnn});
+        run_case({1000, 1777, D, hk.first, hk.second, dt, 160, tf::cuda::kPrefillCudnn});
+        run_case({1, 5000, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
+        run_case({33, 33, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
+        run_case({300, 300, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
+      }
+  // The shapes of a 7B / 8B prefill must be cuDNN's, not a silent fallback.
+  tf::cuda::AttentionPrefillParams p;
+  tf::cuda::DeviceBuffer buf(16);
+  p.q = p.k_cache = p.v_cache = buf.get(), p.out = buf.get();
+  for (int64_t kh : {32, 8}) {
+    p.n = 2048, p.kv_length = 8192, p.capacity = 131072 + 64, p.num_heads = 32, p.num_kv_heads = kh, p.head_dim = 128;
+    p.dtype = DType::BF16;
+    EXPECT_TRUE(tf::cuda::attention_prefill_cudnn_plan(p))
+        << "cuDNN refuses the 7B/8B chunk shape: " << tf::cuda::cudnn_attention_stats().last_refusal;
+  }
+  EXPECT_GT(tf::cuda::cudnn_attention_stats().runs, 0);
+#endif
+}
+
+// Config 0 follows the backend switch: auto and cudnn give cuDNN's bits where it runs, ours gives
+// our default kernel's; the switch's values parse, and a bad one names the variable.
+TEST(KernelsAttentionPrefill, BackendSwitch) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  using tf::cuda::PrefillBackend;
+  EXPECT_EQ(tf::cuda::parse_prefill_backend(nullptr), PrefillBackend::Auto);
+  EXPECT_EQ(tf::cuda::parse_prefill_backend("auto"), PrefillBackend::Auto);
+  EXPECT_EQ(tf::cuda::parse_prefill_backend("cudnn"), PrefillBackend::Cudnn);
+  EXPECT_EQ(tf::cuda::parse_prefill_backend("ours"), PrefillBackend::Ours);
+  try {
+    tf::cuda::parse_prefill_backend("fa3");
+    ADD_FAILURE() << "a bad value parsed";
+  } catch (const tf::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TRIFORCE_PREFILL_ATTENTION=fa3"), std::string::npos) << e.what();
+  }
+
+  const int64_t n = 700, kv = 1500, H = 16, KH = 4, D = 128, cap = kv + 5;
+  const DType dt = DType::BF16;
+  std::vector<float> q(n * H * D), k(KH * cap * D), v(KH * cap * D);
+  fill_uniform(q, 0, q.size(), 5), fill_uniform(k, 0, k.size(), 6), fill_uniform(v, 0, v.size(), 7);
+  auto dq = tf::cuda::upload_as(q, dt), dk = tf::cuda::upload_as(k, dt), dv = tf::cuda::upload_as(v, dt);
+  tf::cuda::DeviceBuffer dout(q.size() * 2);
+  tf::cuda::AttentionPrefillParams p;
+  p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
+  p.n = n, p.kv_length = kv, p.num_heads = H, p.num_kv_heads = KH, p.head_dim = D, p.capacity = cap, p.dtype = dt;
+  auto run = [&](int config) {
+    dout.poison();
+    tf::cuda::attention_prefill_config(p, config);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> bits(q.size());
+    dout.download(bits.data(), bits.size() * 2);
+    return bits;
+  };
+  const auto ours = run(tf::cuda::kPrefillOurs);
+  const bool have_cudnn = tf::cuda::cudnn_attention_available();
+  tf::cuda::set_prefill_attention_backend(PrefillBackend::Ours);
+  EXPECT_EQ(run(0), ours) << "backend ours";
+  tf::cuda::set_prefill_attention_backend(PrefillBackend::Auto);
+  const auto cudnn = have_cudnn ? run(tf::cuda::kPrefillCudnn) : ours;
+  EXPECT_EQ(run(0), cudnn) << "backend auto";
+  tf::cuda::set_prefill_attention_backend(PrefillBackend::Cudnn);
+  if (have_cudnn) EXPECT_EQ(run(0), cudnn) << "backend cudnn";
+  else EXPECT_THROW(run(0), tf::Error) << "backend cudnn without cuDNN must refuse";
+  tf::cuda::set_prefill_attention_backend(PrefillBackend::Auto);
 #endif
 }
