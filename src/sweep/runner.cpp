@@ -259,6 +259,7 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
         const double run_s = seconds_since(t0);
         RunRecord rec = make_record(p, names, prompts.source(p.prompt), prompt, o, ar, opt.shard, run_s);
         out.append(rec);
+        if (opt.on_saved) opt.on_saved(int64_t(out.completed().size()));
         st.append_ms += out.last_append_ms();
         ++st.ran;
         run_seconds += seconds_since(t0);
