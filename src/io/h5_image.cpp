@@ -122,6 +122,7 @@ Bytes read_checked(const std::string& path) {
     got += size_t(r);
   }
   ::close(fd);
+  TF_CHECK(!b.empty(), path << ": empty (0 bytes)");
   if (signature_at(b, 0)) return b;  // written before the checksum line existed: read unchecked
   const size_t tag = std::strlen(kHeaderTag);
   if (b.size() < tag || std::memcmp(b.data(), kHeaderTag, tag) != 0) {

@@ -1,5 +1,6 @@
 #include "sweep/interrupt.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,5 +56,14 @@ void install_interrupt_note(const std::string& out, int64_t runs) {
     ::sigaction(sig, &sa, nullptr);
   }
 }
+
+DeferSignals::DeferSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+}
+
+DeferSignals::~DeferSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
 
 }  // namespace tf::sweep

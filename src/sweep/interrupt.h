@@ -6,6 +6,8 @@
 // process was started ignoring (nohup, a background job without job control)
 // stays ignored.
 #pragma once
+#include <signal.h>
+
 #include <cstdint>
 #include <string>
 
@@ -14,5 +16,18 @@ namespace tf::sweep {
 void install_interrupt_note(const std::string& out, int64_t runs_in_file);
 // After every saved run.
 void set_interrupt_note_runs(int64_t runs_in_file);
+
+// Holds SIGINT, SIGTERM and SIGHUP back while alive (delivered at its end), so
+// that a run's save and the note's count change together.
+class DeferSignals {
+ public:
+  DeferSignals();
+  ~DeferSignals();
+  DeferSignals(const DeferSignals&) = delete;
+  DeferSignals& operator=(const DeferSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 }  // namespace tf::sweep
