@@ -3,7 +3,8 @@
 # in the middle of a sweep (a file-size limit, ulimit -f: EFBIG, as ENOSPC would
 # fail the same write), an output folder that is missing, not a folder or
 # read-only, a damaged results file given for resume, and prompts shorter than
-# the context asked for. Each: one line naming the file, exit 1, and the file
+# the context asked for, and bad sweep options and prompt sources. Each: one line naming the file
+# or option, exit 1, and the file
 # on disk either absent or intact (checksum before and after); a sweep stopped
 # by the disk resumes to exactly an uninterrupted sweep's runs.
 # (SIGKILL, SIGINT and SIGTERM: test_sweep_crash.sh.)
@@ -147,3 +148,30 @@ if [[ -f $model ]]; then
   [[ ! -e $tmp/short.h5 && ! -e $tmp/short.h5.lock ]] || fail "a sweep with a short text prompt wrote a file"
 fi
 echo "short prompts ok: $(cat "$tmp/err")"
+
+# --- Bad options, grids and prompt sources: one line naming the option or file, and nothing written.
+printf 'budgte = 3\n' >"$tmp/typo.ini"
+: >"$tmp/empty.txt"
+cp "$npy" "$tmp/prompt.npy"
+refuse_start() {  # <expected text> <sweep options...>: refused before the output file or its lock exists
+  local want=$1; shift
+  expect_error "$want" "$bin" sweep "$@" --out "$tmp/bad.h5"
+  [[ ! -e $tmp/bad.h5 && ! -e $tmp/bad.h5.lock ]] || fail "refused ($want), but a file was written"
+}
+refuse_start "--config $tmp/none.ini: cannot open file" --config "$tmp/none.ini"
+refuse_start "triforce sweep: unrecognised option 'budgte'" --config "$tmp/typo.ini" --context 64
+refuse_start "sweep: --context is required (the context lengths)" --prompt-tokens "$npy"
+refuse_start "--budget: 'x' is not an integer" "${cfg[@]}" --budget 32,x
+refuse_start "--shard 2/2: expected 0 <= I < N" "${cfg[@]}" --shard 2/2
+refuse_start "--method fast: expected ar, spec, retrieval, streaming-hier, triforce or ngram-triforce" "${cfg[@]}" --method fast
+refuse_start "--reretrieve sometimes: expected never, every:N or below:A" "${cfg[@]}" --reretrieve sometimes
+refuse_start "--temperature: expected >= 0, got -1" "${cfg[@]}" --temperature -1
+refuse_start "at most 1000000 are allowed: narrow the lists" "${cfg[@]}" --context 1:99999:1 --seed 0:99999:1
+refuse_start "--prompt-file $tmp/none.txt: cannot open file" "${cfg[@]}" --prompt-file "$tmp/none.txt"
+refuse_start "--prompt-file $tmp/empty.txt: the file is empty" "${cfg[@]}" --prompt-file "$tmp/empty.txt"
+refuse_start "--prompt: an empty prompt" "${cfg[@]}" --prompt ""
+refuse_start "--prompt-set kjv: no matching documents (*.txt) in $tmp" "${cfg[@]}" --prompt-set kjv --prompt-dir "$tmp"
+refuse_start "--prompt-tokens $tmp/ids.txt: expected FILE.npy or FILE.h5:/dataset" "${cfg[@]}" --prompt-tokens "$tmp/ids.txt"
+refuse_start "sweep: two prompts are named 'prompt' ($tmp/prompt.npy); prompt names must be unique" \
+  "${cfg[@]}" --prompt-tokens "$npy,$tmp/prompt.npy"
+echo "bad options and prompt sources ok"
