@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -41,17 +43,32 @@ std::string errno_text(const std::string& what, const std::string& path) {
 }  // namespace
 
 uint32_t crc32(const char* data, size_t n) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
+  // Slicing by 8: table[k][b] is the CRC of byte b followed by k zero bytes, so eight
+  // bytes fold in with eight lookups and no serial dependency between them (the whole
+  // file is summed on every save: ~5x the byte-at-a-time loop).
+  static const auto table = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
+      t[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
     return t;
   }();
+  static_assert(std::endian::native == std::endian::little, "the 8-byte fold reads little-endian words");
   uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = table[(c ^ uint8_t(data[i])) & 0xFF] ^ (c >> 8);
+  const auto* p = reinterpret_cast<const uint8_t*>(data);
+  for (; n >= 8; n -= 8, p += 8) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= c;
+    c = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF] ^ table[4][lo >> 24] ^
+        table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF] ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
+  }
+  for (; n; --n, ++p) c = table[0][(c ^ *p) & 0xFF] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
 
