@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "parallel/tensor_parallel.h"
 #include "model/checkpoint.h"
 #include "sweep/grid.h"
+#include "sweep/interrupt.h"
 #include "sweep/lock.h"
 #include "sweep/plan.h"
 #include "sweep/prompts.h"
@@ -94,7 +96,7 @@ void print_dry_run(const std::vector<sweep::Point>& all, const std::vector<sweep
   std::set<std::string> done;
   if (std::ifstream(out).good()) {
     try {
-      h5::Handle f = h5::open_file(out, false);
+      h5::Handle f = h5::open_checked(out);
       sweep::check_schema(f, out);
       for (const auto& c : sweep::read_completed(f, out)) done.insert(c.key);
     } catch (const tf::Error& e) {
@@ -222,18 +224,26 @@ int cmd_sweep(const std::vector<std::string>& args) {
     if (vm.count("est-gflops")) tp.flops = vm["est-gflops"].as<double>() * 1e9;
     if (vm.count("est-gbps")) tp.bytes_per_s = vm["est-gbps"].as<double>() * 1e9;
     print_dry_run(all, mine, shard, target_cfg, tp, prompts, tok.get(), out, device, draft_cfgs);
+    TF_CHECK(std::fflush(stdout) == 0 && !std::ferror(stdout), "sweep --dry-run: cannot write the plan to stdout");
     return 0;
   }
 
-  std::unique_ptr<sweep::FileLock> lock;
-  if (writer_rank) lock = std::make_unique<sweep::FileLock>(out);
-  // Every prompt must cover its context lengths before anything is written.
+  // Every prompt must cover its context lengths, and the output folder must be
+  // writable, before anything is written (the lock file included).
   std::unique_ptr<Tokenizer> tok;
   if (prompts.needs_tokenizer()) tok = load_tokenizer(tokenizer_path);
   const int64_t vocab = peek_config(path).vocab_size;
   std::set<std::pair<int64_t, int64_t>> cuts;
   for (const auto& p : mine)
     if (cuts.insert({p.prompt, p.context}).second) check_vocab(prompts, p, tok.get(), vocab);
+  std::unique_ptr<sweep::FileLock> lock;
+  if (writer_rank) {
+    // A file-size limit (ulimit -f) then fails the write with EFBIG, which the
+    // writer reports, instead of killing the process mid-write.
+    std::signal(SIGXFSZ, SIG_IGN);
+    sweep::check_output_path(out);
+    lock = std::make_unique<sweep::FileLock>(out);
+  }
   DeviceChoice dev = parse_device(device, vm["dtype"].as<std::string>());
   apply_offload_options(vm, peek_config(path).num_layers, dev);
   if (dev.offload.enabled) {
@@ -263,12 +273,14 @@ int cmd_sweep(const std::vector<std::string>& args) {
   for (const auto& a : args) cmd += " " + a;
   header.root.emplace_back("command", cmd);
   sweep::ResultsWriter writer(out, header, writer_rank);
+  if (writer_rank) sweep::install_interrupt_note(out, int64_t(writer.completed().size()));
 
   sweep::RunnerOptions ro;
   if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
   ro.shard = shard.index;
   ro.target_path = path;
   ro.progress = !quiet && writer_rank;
+  if (writer_rank) ro.on_saved = [](int64_t runs) { sweep::set_interrupt_note_runs(runs); };
   // Kernels run asynchronously: without a sync before each clock read a phase that only launches
   // (the retrieval build) would be charged to whichever later phase waits for it.
   if (device == "cuda") ro.device_sync = [] { device_synchronize(); };

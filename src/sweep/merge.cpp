@@ -1,6 +1,7 @@
 #include "sweep/merge.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,7 @@
 
 #include "core/check.h"
 #include "io/h5_file.h"
+#include "io/h5_image.h"
 #include "sweep/lock.h"
 #include "sweep/prompts.h"
 #include "sweep/results.h"
@@ -29,7 +31,7 @@ struct Input {
 Input open_input(const std::string& path) {
   Input in;
   in.path = path;
-  in.file = h5::open_file(path, false);
+  in.file = h5::open_checked(path);
   check_schema(in.file, path);
   in.config = h5::read_string_dataset(in.file, "config");
   in.runs = read_completed(in.file, path);
@@ -65,12 +67,14 @@ MergeStats merge_files(const std::string& out, const std::vector<std::string>& i
     }
   std::sort(order.begin(), order.end());
 
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit fails the write (EFBIG) instead of killing the process
+  check_output_path(out);
   FileLock lock(out);
-  const std::string tmp = out + ".tmp";
   MergeStats st;
   st.inputs = int64_t(ins.size());
+  h5::Bytes image;
   {
-    h5::Handle f = h5::create_file(tmp);
+    h5::Handle f = h5::create_in_memory(out);
     FileHeader h;
     h.config = ins[0].config;
     // Root attributes equal in every input.
@@ -101,9 +105,10 @@ MergeStats merge_files(const std::string& out, const std::vector<std::string>& i
       add_summary_row(f, g);
       ++st.runs;
     }
+    image = h5::image_of(f, out);
   }
-  h5::fsync_path(tmp);
-  fs::rename(tmp, out);
+  const std::string err = h5::write_atomically(out, image);
+  TF_CHECK(err.empty(), "merge: cannot write " << out << " (" << err << "); nothing was written");
   return st;
 }
 

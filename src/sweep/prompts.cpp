@@ -155,7 +155,7 @@ std::vector<int32_t> PromptSet::cut(int64_t i, int64_t context, const Tokenizer*
   }
   TF_CHECK(int64_t(d.tokens.size()) >= context,
            "sweep: prompt " << names_[size_t(i)] << " (" << d.source << ") has " << d.tokens.size()
-                            << " tokens, context " << context << " needs at least that many");
+                            << " tokens, fewer than --context " << context);
   return std::vector<int32_t>(d.tokens.begin(), d.tokens.begin() + context);
 }
 

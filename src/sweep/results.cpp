@@ -1,5 +1,8 @@
 #include "sweep/results.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -81,6 +84,13 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+// A tf::Error's message without its " [file:line]" suffix, to extend it in one line.
+std::string without_location(const tf::Error& e) {
+  const std::string s = e.what();
+  const size_t at = s.rfind(" [");
+  return at == std::string::npos ? s : s.substr(0, at);
 }
 
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -193,28 +203,44 @@ void add_run(hid_t file, const RunRecord& r) {
   add_summary_row(file, g);
 }
 
+void check_output_path(const std::string& path) {
+  std::error_code ec;
+  TF_CHECK(!fs::is_directory(path, ec), path << ": is a folder; expected the path of the results file");
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  const auto st = fs::status(parent, ec);
+  TF_CHECK(fs::exists(st), path << ": the folder " << parent.string() << " does not exist");
+  TF_CHECK(fs::is_directory(st), path << ": " << parent.string() << " is not a folder");
+  TF_CHECK(::access(parent.c_str(), W_OK | X_OK) == 0,
+           path << ": cannot write in the folder " << parent.string() << ": " << std::strerror(errno));
+}
+
 ResultsWriter::ResultsWriter(std::string path, const FileHeader& header, bool write)
     : path_(std::move(path)), write_(write) {
-  const std::string tmp = path_ + ".tmp";
   std::error_code ec;
-  if (write_) fs::remove(tmp, ec);  // a leftover of a killed append (the caller holds the lock)
+  if (write_) fs::remove(path_ + ".tmp", ec);  // a leftover of a killed append (the caller holds the lock)
   if (fs::exists(path_)) {
-    h5::Handle f = h5::open_file(path_, false);
-    check_schema(f, path_);
-    const std::string old = h5::read_string_dataset(f, "config");
+    std::string old;
+    try {
+      image_ = h5::read_checked(path_);
+      h5::Handle f = h5::open_in_memory(image_, path_, false);
+      check_schema(f, path_);
+      old = h5::read_string_dataset(f, "config");
+      for (auto& c : read_completed(f, path_)) done_.emplace(c.key, std::move(c));
+    } catch (const tf::Error& e) {
+      TF_FAIL(without_location(e) << "; left as it is: move it away to start afresh, or give another --out");
+    }
     TF_CHECK(old == header.config, path_ << ": written by a different sweep config (" << first_difference(old, header.config)
                                          << "); resume needs the same config, or choose another --out");
-    for (auto& c : read_completed(f, path_)) done_.emplace(c.key, std::move(c));
     return;
   }
   if (!write_) return;
-  if (fs::path(path_).has_parent_path()) fs::create_directories(fs::path(path_).parent_path());
   {
-    h5::Handle f = h5::create_file(tmp);
+    h5::Handle f = h5::create_in_memory(path_);
     init_file(f, header);
+    image_ = h5::image_of(f, path_);
   }
-  h5::fsync_path(tmp);
-  fs::rename(tmp, path_);
+  const std::string err = h5::write_atomically(path_, image_);
+  TF_CHECK(err.empty(), path_ << ": cannot create the results file (" << err << "); nothing was written");
 }
 
 void ResultsWriter::append(const RunRecord& r) {
@@ -224,14 +250,16 @@ void ResultsWriter::append(const RunRecord& r) {
   const std::string& k = std::get<std::string>(*key);
   TF_CHECK(!done_.count(k), path_ << ": run " << k << " is already in the file");
   if (write_) {
-    const std::string tmp = path_ + ".tmp";
-    fs::copy_file(path_, tmp, fs::copy_options::overwrite_existing);
+    h5::Bytes next;
     {
-      h5::Handle f = h5::open_file(tmp, true);
+      h5::Handle f = h5::open_in_memory(image_, path_, true);
       add_run(f, r);
+      next = h5::image_of(f, path_);
     }
-    h5::fsync_path(tmp);
-    fs::rename(tmp, path_);
+    const std::string err = h5::write_atomically(path_, next);
+    TF_CHECK(err.empty(), path_ << ": run " << r.index << " was not saved (" << err << "); the file keeps the "
+                                << done_.size() << " runs completed before it, and the same command resumes");
+    image_ = std::move(next);
   }
   CompletedRun c;
   c.index = r.index;

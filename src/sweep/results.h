@@ -3,10 +3,13 @@
 // attributes + per-step datasets + histograms) and /summary (one compound row
 // per run, for plotting).
 //
-// Crash safety: the file on disk is only ever replaced whole. Appending a run
-// copies the file to <path>.tmp, adds the run there, fsyncs and renames it over
-// <path>; a SIGKILL at any moment leaves either the old or the new complete file
-// (and at most a stale .tmp, removed on the next start under the lock).
+// Crash safety: the file on disk is only ever replaced whole. The writer keeps
+// the file's bytes in memory; appending a run adds it to an in-memory copy
+// (io/h5_image.h), writes that to <path>.tmp with every write checked, fsyncs
+// and renames it over <path>. A SIGKILL at any moment leaves either the old or
+// the new complete file (and at most a stale .tmp, removed on the next start
+// under the lock); a full disk leaves the old file and a one-line error. The
+// file carries a checksum of its bytes, verified before a resume reads it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "io/h5_file.h"
+#include "io/h5_image.h"
 
 namespace tf::sweep {
 
@@ -72,10 +76,15 @@ void add_run(hid_t file, const RunRecord& r);
 // Adds the /summary row of a run group already in the file (merge uses it).
 void add_summary_row(hid_t file, hid_t run_group);
 
+// A results path the process can write: not a folder, in an existing folder
+// that allows writing (one-line tf::Error otherwise). Checked before the lock.
+void check_output_path(const std::string& path);
+
 class ResultsWriter {
  public:
-  // Missing path: created with no runs (atomically). Existing: schema and
-  // /config must match the header (a resume), else a one-line error.
+  // Missing path: created with no runs (atomically). Existing: its checksum,
+  // schema and /config must match the header (a resume), else a one-line
+  // error, and the file is left as it is.
   // write = false (a tensor-parallel worker): reads what exists, never writes;
   // append() only records the run as completed.
   ResultsWriter(std::string path, const FileHeader& header, bool write = true);
@@ -89,6 +98,7 @@ class ResultsWriter {
   std::string path_;
   bool write_ = true;
   std::map<std::string, CompletedRun> done_;
+  h5::Bytes image_;  // the file's bytes as on disk
   double last_ms_ = 0;
 };
 

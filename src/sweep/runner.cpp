@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "parallel/target_levels.h"
 #include "speculative/simulate.h"
+#include "sweep/interrupt.h"
 
 namespace tf::sweep {
 
@@ -258,7 +259,11 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
         speculative::MethodOutcome o = speculative::run_method(target, req, prompt, snap.get(), &drafts);
         const double run_s = seconds_since(t0);
         RunRecord rec = make_record(p, names, prompts.source(p.prompt), prompt, o, ar, opt.shard, run_s);
-        out.append(rec);
+        {
+          const DeferSignals defer;  // the file and the interrupt note change together
+          out.append(rec);
+          if (opt.on_saved) opt.on_saved(int64_t(out.completed().size()));
+        }
         st.append_ms += out.last_append_ms();
         ++st.ran;
         run_seconds += seconds_since(t0);

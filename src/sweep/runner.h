@@ -23,6 +23,7 @@ struct RunnerOptions {
   bool progress = true;           // one line per run on stderr
   std::function<void()> device_sync;  // before every clock read (GPU)
   std::string target_path;            // MethodRequest::target_path
+  std::function<void(int64_t)> on_saved;  // after each run is in the file: the runs it holds
 };
 
 // The run record (attributes + datasets) of one point's outcome; `ar` is the

@@ -36,7 +36,7 @@ expect_error "--method fast" "$bin" sweep --config $cfg --method fast --out "$tm
 expect_error "--budget" "$bin" sweep --config $cfg --budget 32,x --out "$tmp/e.h5"
 expect_error "context 400" "$bin" sweep --config $cfg --context 400 --out "$tmp/e.h5"
 [[ ! -e $tmp/e.h5 ]] || fail "a failed sweep left a results file"
-expect_error "not a readable HDF5 file" "$bin" merge "$tmp/m.h5" "$fixtures/hf/gqa_f32/config.json"
+expect_error "not an HDF5 file" "$bin" merge "$tmp/m.h5" "$fixtures/hf/gqa_f32/config.json"
 echo "errors ok"
 
 # One process, then two shards merged: the same runs.

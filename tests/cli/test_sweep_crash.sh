@@ -3,8 +3,10 @@
 # at random moments, again and again, into one file. After every kill the file
 # must be a valid sweep file whose runs are a subset of an uninterrupted run's
 # (same keys, same tokens), never fewer than before; a final rerun resumes and
-# ends with exactly the uninterrupted run's set. A second sweep on a file that
-# is being written is refused by the lock.
+# ends with exactly the uninterrupted run's set. Then the same with SIGINT and
+# SIGTERM, which also print one line naming the file and the runs it holds and
+# leave no .tmp behind. A second sweep on a file that is being written is
+# refused by the lock.
 set -eu
 bin=$1; fixtures=$2
 cd "$(dirname "$0")/../.."
@@ -76,6 +78,45 @@ fi
 list "$out" >"$tmp/final.txt"
 cmp -s "$tmp/ref.txt" "$tmp/final.txt" || { echo "FAIL: the resumed sweep differs from the uninterrupted one"; diff "$tmp/ref.txt" "$tmp/final.txt" | head; exit 1; }
 echo "resumed: $(wc -l <"$tmp/final.txt") runs, identical to the uninterrupted sweep"
+
+# SIGINT and SIGTERM: the note names the file and the runs it holds, no .tmp is left, the file resumes.
+# (Job control, so that a background sweep does not start with SIGINT ignored.)
+set -m
+out="$tmp/signal.h5"; prev=0; noted=0; round=0
+while (( round < 20 )) && (( round < 4 || noted < 4 )); do
+  round=$((round + 1))
+  sig=$( ((round % 2)) && echo INT || echo TERM )
+  # After the start (the note is installed once the file is open), inside what is left.
+  left_ms=$(( (full_ms - startup_ms) * (total - prev) / total + 20 ))
+  delay_ms=$(( startup_ms + RANDOM % left_ms ))
+  "$bin" sweep "${args[@]}" --out "$out" 2>"$tmp/sig.err" &
+  pid=$!
+  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  kill -$sig $pid 2>/dev/null || true
+  rc=0; wait $pid 2>/dev/null || rc=$?
+  pid=""
+  [[ $rc -eq 0 || $rc -eq 130 || $rc -eq 143 ]] || { echo "FAIL: SIG$sig round $round: exit $rc: $(cat "$tmp/sig.err")"; exit 1; }
+  [[ ! -e $out.tmp ]] || { echo "FAIL: SIG$sig round $round left $out.tmp"; exit 1; }
+  [[ -f $out ]] || continue
+  list "$out" >"$tmp/now.txt" || { echo "FAIL: SIG$sig round $round: the file is not a valid sweep file"; exit 1; }
+  n=$(wc -l <"$tmp/now.txt")
+  [[ -z $(comm -13 "$tmp/ref.txt" "$tmp/now.txt") && $n -ge $prev ]] || { echo "FAIL: SIG$sig round $round: runs lost or changed"; exit 1; }
+  if [[ -s $tmp/sig.err ]]; then
+    want="triforce: sweep interrupted (SIG$sig): $out holds $n run"
+    [[ $(wc -l <"$tmp/sig.err") -eq 1 && $(cat "$tmp/sig.err") == "$want"* ]] ||
+      { echo "FAIL: SIG$sig round $round: expected one line '$want...', got: $(cat "$tmp/sig.err")"; exit 1; }
+    noted=$((noted + 1))
+    echo "round $round: SIG$sig after ${delay_ms} ms: $(cat "$tmp/sig.err")"
+  fi
+  prev=$n
+  [[ $n -lt $total ]] || { rm -f "$out"; prev=0; }
+done
+set +m
+[[ $noted -ge 4 ]] || { echo "FAIL: only $noted sweeps were stopped by SIGINT/SIGTERM mid-way in $round rounds"; exit 1; }
+"$bin" sweep "${args[@]}" --out "$out"
+list "$out" >"$tmp/final.txt"
+cmp -s "$tmp/ref.txt" "$tmp/final.txt" || { echo "FAIL: the sweep resumed after signals differs from the uninterrupted one"; exit 1; }
+echo "signals: $noted sweeps stopped by SIGINT/SIGTERM with a note; resumed to the uninterrupted set"
 
 # The lock: a second sweep on a file being written fails at once, naming the holder.
 rm -f "$tmp/locked.h5"
