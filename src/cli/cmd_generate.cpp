@@ -113,6 +113,11 @@ std::vector<int64_t> parse_gammas(const std::string& csv) {
 }
 
 void print_levels(const speculative::MethodOutcome& o) {
+  if (!o.resolved.draft_choice.empty() && !o.resolved.chain.levels.empty())
+    std::fprintf(stderr, "  [%s] draft: %s (%s)\n", o.method.c_str(), o.resolved.chain.levels[0].str().c_str(),
+                 o.resolved.draft_choice == "trained"     ? "the trained default draft for this target"
+                 : o.resolved.draft_choice == "layerskip" ? "default: no trained draft for this target"
+                                                          : "--draft");
   for (const auto& l : o.levels) {
     std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps", o.method.c_str(),
                  l.level, l.spec.c_str(), (long long)l.gamma, l.alpha, l.tau, (long long)l.steps);
@@ -143,7 +148,9 @@ int cmd_generate(const std::vector<std::string>& args) {
       "also run this method (e.g. ar) on the same prefill; print both and whether the tokens are identical")(
       "draft", po::value<std::string>()->default_value(""),
       "D: PATH (a checkpoint sharing the target's vocabulary) | synthetic:NAME | layerskip:K | ngram:N; "
-      "default layerskip:<a quarter of the target's layers>")(
+      "default: the trained draft when the target is the model it was trained for (SmolLM2-135M-Instruct: "
+      "experiments/draft/smollm2-135m-draft, or $TRIFORCE_DEFAULT_DRAFT; none turns it off), else "
+      "layerskip:<a quarter of the target's layers>")(
       "gammas", po::value<std::string>(),
       "tokens each drafting level proposes per call, bottom first (e.g. 2,6). Default: spec 4, retrieval 6, "
       "3-level methods 2,6 (the paper's gamma1 = 2, gamma2 = 6); chain: 2 at the bottom, 6 above")(

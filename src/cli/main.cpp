@@ -18,6 +18,7 @@ void usage() {
                "  generate  generate text (autoregressive)\n"
                "  sweep     run a grid of methods and parameters into one HDF5 file\n"
                "  merge     merge the HDF5 files of a sweep's shards\n"
+               "  tokenize  write a text file's token ids (.npy int32 or one per line)\n"
                "run 'triforce <command> --help' for its options\n");
 }
 }  // namespace
@@ -38,8 +39,9 @@ int main(int argc, char** argv) {
     else if (cmd == "generate") rc = tf::cli::cmd_generate(args);
     else if (cmd == "sweep") rc = tf::cli::cmd_sweep(args);
     else if (cmd == "merge") rc = tf::cli::cmd_merge(args);
+    else if (cmd == "tokenize") rc = tf::cli::cmd_tokenize(args);
     else if (cmd == "--help" || cmd == "-h" || cmd == "help") usage();
-    else tf::parallel::abort_all("unknown command '" + cmd + "' (expected info, logits, generate, sweep or merge)", 2);
+    else tf::parallel::abort_all("unknown command '" + cmd + "' (expected info, logits, generate, sweep, merge or tokenize)", 2);
   } catch (const std::exception& e) {
     tf::parallel::abort_all(e.what(), 1);
   }

@@ -62,6 +62,9 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   } else {
     ck = std::make_unique<Checkpoint>(open_checkpoint(path));
     cfg = ck->config;
+    TF_CHECK(!cfg.shared_embedding.enabled,
+             path << ": this checkpoint borrows its target's embedding (triforce_shared_embedding in config.json): "
+                     "it is a draft; give it as --draft PATH with its target as the model");
   }
   parallel::Communicator* nccl_comm = nullptr;
 #ifdef TRIFORCE_HAVE_CUDA

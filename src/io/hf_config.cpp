@@ -39,6 +39,10 @@
 // |   residual_multiplier                                    |                                                |
 // | num_local_experts, num_experts, n_routed_experts         | refused when > 1                               |
 // | torch_dtype / dtype                                      | recorded (the storage dtype, not the math)     |
+// | triforce_shared_embedding (ours: a draft that stores no  | used: {"tensor": "model.embed_tokens.weight",  |
+// |   embedding and borrows its target's)                    |   "target": {config fields}, "fingerprint_rows",|
+// |                                                          |   "fingerprint_norms"}; needs tie_word_embeddings|
+// |                                                          |   true; any other key or value refused         |
 // | attention_dropout, initializer_range, use_cache,         | ignored: training-only or bookkeeping          |
 // |   pad_token_id, transformers_version, _name_or_path,     |                                                |
 // |   auto_map, generation defaults, any other key           |                                                |
@@ -193,6 +197,49 @@ void refuse_math_we_do_not_implement(const json& j, const std::string& src) {
   }
 }
 
+// The draft marker (model/config.h SharedEmbedding). Every key is required and
+// no other is allowed: a marker we half understand must not load.
+void parse_shared_embedding(const json& m, ModelConfig& c, const std::string& src) {
+  const std::string k = "triforce_shared_embedding";
+  TF_CHECK(m.is_object(), src << ": '" << k << "' must be an object, got " << m.dump().substr(0, 80));
+  for (auto it = m.begin(); it != m.end(); ++it)
+    TF_CHECK(it.key() == "tensor" || it.key() == "target" || it.key() == "fingerprint_rows" ||
+                 it.key() == "fingerprint_norms",
+             src << ": '" << k << "' has an unknown key '" << it.key()
+                 << "' (expected tensor, target, fingerprint_rows, fingerprint_norms)");
+  const json* t = get(m, "tensor");
+  TF_CHECK(t && t->is_string() && t->get<std::string>() == "model.embed_tokens.weight",
+           src << ": '" << k << "'.tensor must be \"model.embed_tokens.weight\" (the target's embedding), got "
+               << (t ? t->dump() : "nothing"));
+  const json* tg = get(m, "target");
+  TF_CHECK(tg && tg->is_object() && !tg->empty(),
+           src << ": '" << k << "'.target must be an object of the target's config fields (e.g. \"vocab_size\": 49152)");
+  for (auto it = tg->begin(); it != tg->end(); ++it) {
+    double unused = 0;
+    TF_CHECK(c.hf_number(it.key(), unused),
+             src << ": '" << k << "'.target has an unknown field '" << it.key()
+                 << "' (expected config fields such as vocab_size, hidden_size, num_hidden_layers)");
+    TF_CHECK(it.value().is_number(),
+             src << ": '" << k << "'.target." << it.key() << " must be a number, got " << it.value().dump());
+    c.shared_embedding.target.push_back({it.key(), it.value().get<double>()});
+  }
+  const json* rows = get(m, "fingerprint_rows");
+  const json* norms = get(m, "fingerprint_norms");
+  TF_CHECK(rows && norms && rows->is_array() && norms->is_array() && !rows->empty() && rows->size() == norms->size(),
+           src << ": '" << k << "' needs fingerprint_rows and fingerprint_norms, two non-empty lists of one length");
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const json& r = (*rows)[i];
+    const json& n = (*norms)[i];
+    TF_CHECK(r.is_number_integer() && r.get<int64_t>() >= 0,
+             src << ": '" << k << "'.fingerprint_rows[" << i << "] must be a token id, got " << r.dump());
+    TF_CHECK(n.is_number() && std::isfinite(n.get<double>()) && n.get<double>() > 0,
+             src << ": '" << k << "'.fingerprint_norms[" << i << "] must be a positive number, got " << n.dump());
+    c.shared_embedding.fingerprint_rows.push_back(r.get<int64_t>());
+    c.shared_embedding.fingerprint_norms.push_back(n.get<double>());
+  }
+  c.shared_embedding.enabled = true;
+}
+
 }  // namespace
 
 ModelConfig config_from_hf_json_text(const std::string& text, const std::string& src) {
@@ -257,6 +304,14 @@ ModelConfig config_from_hf_json_text(const std::string& text, const std::string&
     parse_rope(*rp, "rope_parameters", c, src);
   } else if (const json* rs = get(j, "rope_scaling")) {
     parse_rope(*rs, "rope_scaling", c, src);
+  }
+  if (const json* se = get(j, "triforce_shared_embedding")) {
+    parse_shared_embedding(*se, c, src);
+    TF_CHECK(c.tie_word_embeddings, src << ": triforce_shared_embedding needs tie_word_embeddings true (the borrowed "
+                                           "embedding is also the output head)");
+    for (int64_t r : c.shared_embedding.fingerprint_rows)
+      TF_CHECK(r < c.vocab_size, src << ": triforce_shared_embedding.fingerprint_rows holds " << r
+                                     << ", outside the vocabulary of " << c.vocab_size);
   }
   c.validate(src);
   return c;

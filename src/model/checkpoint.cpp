@@ -12,7 +12,7 @@ namespace tf {
 std::vector<std::pair<std::string, std::vector<int64_t>>> llama_expected_tensors(const ModelConfig& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size, q = c.q_dim(), kv = c.kv_dim();
   std::vector<std::pair<std::string, std::vector<int64_t>>> v;
-  v.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
+  if (!c.shared_embedding.enabled) v.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     v.push_back({p + "input_layernorm.weight", {h}});
@@ -32,7 +32,16 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> llama_expected_tensors
 
 void check_llama_weights(const WeightSource& w, const ModelConfig& c, const std::string& source) {
   const auto expected = llama_expected_tensors(c);
+  if (c.shared_embedding.enabled)
+    TF_CHECK(!w.has("model.embed_tokens.weight"),
+             w.info("model.embed_tokens.weight").file
+                 << ": tensor model.embed_tokens.weight is present but config.json says the embedding is borrowed from "
+                    "the target (triforce_shared_embedding); refusing to choose between them");
   for (const auto& [name, shape] : expected) {
+    TF_CHECK(w.has(name) || name != "model.embed_tokens.weight",
+             source << ": missing tensor model.embed_tokens.weight (expected shape " << shape_str(shape)
+                    << "); a draft that borrows its target's embedding says so with triforce_shared_embedding in "
+                       "config.json");
     TF_CHECK(w.has(name), source << ": missing tensor " << name << " (expected shape " << shape_str(shape) << ")");
     const TensorInfo i = w.info(name);
     TF_CHECK(i.shape == shape, i.file << ": tensor " << name << " has shape " << shape_str(i.shape) << ", expected "

@@ -14,9 +14,30 @@ int64_t ModelConfig::param_count() const {
                             + q_dim() * h        // o_proj
                             + 3 * h * intermediate_size  // gate, up, down
                             + 2 * h;             // two RMSNorm weights
-  int64_t n = vocab_size * h + num_layers * per_layer + h;
+  int64_t n = num_layers * per_layer + h;
+  if (!shared_embedding.enabled) n += vocab_size * h;  // a borrowed embedding is the target's memory
   if (!tie_word_embeddings) n += vocab_size * h;
   return n;
+}
+
+bool ModelConfig::hf_number(const std::string& key, double& value) const {
+  const std::pair<const char*, double> fields[] = {
+      {"vocab_size", double(vocab_size)},
+      {"hidden_size", double(hidden_size)},
+      {"intermediate_size", double(intermediate_size)},
+      {"num_hidden_layers", double(num_layers)},
+      {"num_attention_heads", double(num_heads)},
+      {"num_key_value_heads", double(num_kv_heads)},
+      {"head_dim", double(head_dim)},
+      {"max_position_embeddings", double(max_position_embeddings)},
+      {"rms_norm_eps", rms_norm_eps},
+      {"rope_theta", rope_theta}};
+  for (const auto& [k, v] : fields)
+    if (key == k) {
+      value = v;
+      return true;
+    }
+  return false;
 }
 
 void ModelConfig::validate(const std::string& source) const {
@@ -73,7 +94,8 @@ std::string ModelConfig::describe() const {
   os << "attention: " << num_heads << " heads, " << num_kv_heads << " kv heads, head_dim " << head_dim;
   if (num_kv_heads > 0 && num_heads != num_kv_heads) os << " (GQA group " << num_heads / num_kv_heads << ")";
   os << "\n";
-  os << "vocab: " << vocab_size << ", tied embeddings: " << (tie_word_embeddings ? "yes" : "no") << "\n";
+  os << "vocab: " << vocab_size << ", tied embeddings: " << (tie_word_embeddings ? "yes" : "no")
+     << (shared_embedding.enabled ? ", embedding borrowed from the target (a draft)" : "") << "\n";
   os << "max positions: " << max_position_embeddings << ", rms_norm_eps: " << rms_norm_eps << "\n";
   os << "rope: theta " << rope_theta;
   const RopeScaling& r = rope_scaling;

@@ -91,16 +91,22 @@ LlamaWeights LlamaWeights::load(const WeightSource& src, const ModelConfig& cfg,
   LlamaWeights w;
   w.shard = shard;
   w.local_heads = g.hl; w.local_kv_heads = g.kvl; w.local_intermediate = g.il;
-  w.embed = rows(src, "model.embed_tokens.weight", {g.vocab, g.hidden}, 0, g.vocab);
   w.final_norm = rows(src, "model.norm.weight", {g.hidden}, 0, g.hidden);
   w.head_rows = shard.vocab_parallel_head ? vocab_slice(g.vocab, shard.rank, shard.size) : VocabSlice{0, g.vocab};
-  if (src.has("lm_head.weight")) {
-    w.lm_head = rows(src, "lm_head.weight", {g.vocab, g.hidden}, w.head_rows.begin, w.head_rows.end);
+  if (cfg.shared_embedding.enabled) {
+    // A draft borrowing its target's embedding: model/shared_embedding attaches
+    // it (and the tied head); both stay empty here.
+    TF_CHECK(shard.size == 1, "a draft that borrows its target's embedding is never sharded");
   } else {
-    TF_CHECK(cfg.tie_word_embeddings, "checkpoint has no lm_head.weight and tie_word_embeddings is false");
-    w.lm_head = w.embed;  // a view of the embedding's rows: no copy
-    w.lm_head.data = w.embed.ptr<float>() + w.head_rows.begin * g.hidden;
-    w.lm_head.shape = {w.head_rows.size(), g.hidden};
+    w.embed = rows(src, "model.embed_tokens.weight", {g.vocab, g.hidden}, 0, g.vocab);
+    if (src.has("lm_head.weight")) {
+      w.lm_head = rows(src, "lm_head.weight", {g.vocab, g.hidden}, w.head_rows.begin, w.head_rows.end);
+    } else {
+      TF_CHECK(cfg.tie_word_embeddings, "checkpoint has no lm_head.weight and tie_word_embeddings is false");
+      w.lm_head = w.embed;  // a view of the embedding's rows: no copy
+      w.lm_head.data = w.embed.ptr<float>() + w.head_rows.begin * g.hidden;
+      w.lm_head.shape = {w.head_rows.size(), g.hidden};
+    }
   }
   w.layers.resize(size_t(cfg.num_layers));
   for (int64_t l = 0; l < cfg.num_layers; ++l) {

@@ -45,7 +45,7 @@ LlamaWeights upload_weights(const LlamaWeights& h, Device dev, DType dt) {
   w.shard = h.shard;
   w.local_heads = h.local_heads, w.local_kv_heads = h.local_kv_heads, w.local_intermediate = h.local_intermediate;
   auto up = [&](const Tensor& t) { return to_device_as(t, dev, dt); };
-  w.embed = up(h.embed);
+  if (h.embed.data) w.embed = up(h.embed);  // empty: a draft's borrowed embedding, attached after the upload
   w.final_norm = up(h.final_norm);
   w.lm_head = h.lm_head.data == h.embed.data ? w.embed : up(h.lm_head);
   for (const LayerWeights& L : h.layers) {

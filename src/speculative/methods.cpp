@@ -1,5 +1,8 @@
 #include "speculative/methods.h"
 
+#include "model/shared_embedding.h"
+#include "speculative/default_draft.h"
+
 #include "model/weights_device.h"
 
 #include <algorithm>
@@ -142,11 +145,15 @@ ChainSpec ChainSpec::parse(const std::string& spec, const std::string& option) {
 
 namespace {
 
-LevelSpec draft_level(const LlamaModel& target, const std::string& draft) {
+LevelSpec draft_level(const LlamaModel& target, const std::string& draft, std::string* choice) {
   LevelSpec l;
+  *choice = "given";
   if (draft.empty()) {
-    l.source = LevelSpec::Source::layerskip;
-    l.n = std::max<int64_t>(1, target.config().num_layers / 4);
+    const DefaultDraft d = default_draft(target);
+    *choice = d.choice;
+    if (d.choice == "layerskip") return parse_level(d.draft, "the default draft");
+    l.source = LevelSpec::Source::model;
+    l.path = d.draft;
     return l;
   }
   if (starts_with(draft, "ngram:") || starts_with(draft, "layerskip:") || starts_with(draft, "model:"))
@@ -176,7 +183,8 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
     const int64_t chunks = std::clamp<int64_t>((prompt_len - 1) / (4 * req.chunk), 1, std::max<int64_t>(1, 4096 / req.chunk));
     r.budget = chunks * req.chunk;
   }
-  const LevelSpec D = m == "chain" || m == "ar" || m == "retrieval" ? LevelSpec{} : draft_level(target, req.draft);
+  const bool drafts = !(m == "chain" || m == "ar" || m == "retrieval" || (m == "ngram-triforce" && req.draft.empty()));
+  const LevelSpec D = drafts ? draft_level(target, req.draft, &r.draft_choice) : LevelSpec{};
   auto level = [](const std::string& s) { return parse_level(s, "method"); };
   const bool d_ngram = D.source == LevelSpec::Source::ngram;
   if (m == "ar") {
@@ -269,9 +277,15 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
   TF_CHECK(ck.config.vocab_size == target.config().vocab_size,
            "--draft " << path << ": vocabulary of " << ck.config.vocab_size << " tokens, the target has "
                       << target.config().vocab_size);
+  if (ck.config.shared_embedding.enabled) {  // fail before reading the layers
+    const std::string why = shared_embedding_mismatch(ck.config, path, target.config(), target.weights());
+    TF_CHECK(why.empty(), "--" << why);  // "--draft PATH: ..."
+  }
   LlamaWeights w = LlamaWeights::load(*ck.weights, ck.config);
   // The draft runs where the target runs, in the target's dtype.
   if (target.device() != Device::CPU) w = upload_weights(w, target.device(), target.dtype());
+  if (ck.config.shared_embedding.enabled)
+    borrow_target_embedding(w, ck.config, path, target.config(), target.weights());
   auto m = std::make_unique<LlamaModel>(ck.config, std::move(w), target.max_chunk());
   return *(models_[path] = std::move(m));
 }
@@ -576,6 +590,7 @@ nlohmann::json MethodOutcome::to_json() const {
   nlohmann::json j;
   j["method"] = method;
   j["chain"] = resolved.chain.str();
+  j["draft_choice"] = resolved.draft_choice;
   j["gammas"] = resolved.gammas;
   j["budget"] = resolved.budget;
   j["chunk"] = resolved.chunk;

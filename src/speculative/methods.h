@@ -64,7 +64,7 @@ struct ChainSpec {
 struct MethodRequest {
   std::string method = "ar";  // see above
   std::string chain;          // method "chain": the spec string
-  std::string draft;          // D of the named methods: PATH | layerskip:K | ngram:N; "" = layerskip:<L/4>
+  std::string draft;          // D of the named methods: PATH | layerskip:K | ngram:N; "" = default_draft()
   // Tokens each drafting level proposes per call, bottom-up: {γ1} for 2-level
   // chains, {γ1, γ2} for 3-level ones, ...; empty = defaults (see resolve()).
   std::vector<int64_t> gammas;
@@ -94,11 +94,16 @@ struct MethodRequest {
 //   a higher level's streaming cache (streaming-hier's middle) = budget tokens:
 //             sink min(sink, budget / 2), window budget - that
 //   gammas  = spec {4}, retrieval {6}, 3-level {2, 6}; chain: 2 at the bottom, 6 above
-//   draft   = layerskip:max(1, L/4)
+//   draft   = the trained draft when the target is the model it was trained for
+//             (speculative/default_draft.h), else layerskip:max(1, L/4)
 struct ResolvedMethod {
   ChainSpec chain;  // empty for ar
   std::vector<int64_t> gammas;
   int64_t budget = 0, chunk = 0, sink = 0, window = 0;
+  // How the bottom draft of a named method was chosen: "given" (--draft),
+  // "trained" (the default model's trained draft, speculative/default_draft.h),
+  // "layerskip" (the default for any other target); "" when the method has none.
+  std::string draft_choice;
 };
 ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64_t prompt_len);
 
