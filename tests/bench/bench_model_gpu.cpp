@@ -13,7 +13,11 @@
 // time is the full latency a caller sees (launches included), after warm-up;
 // step_ms is the median over the iterations. The counters stacked / rope_kv /
 // add_norm show the step fusions in force (TRIFORCE_STACKED_GEMMS,
-// TRIFORCE_FUSED_ROPE_KV, TRIFORCE_FUSED_ADD_NORM).
+// TRIFORCE_FUSED_ROPE_KV, TRIFORCE_FUSED_ADD_NORM); persistent shows the
+// switch of the persistent whole-step kernel (TRIFORCE_PERSISTENT_STEP) and
+// persistent_used whether the timed steps took it (a small model, n <= 8).
+// BM_Verify135M and BM_DraftVerify68M are the small models' verification
+// shapes (n = 3 and 5 tokens).
 //
 // Per-kernel times: the timed iterations (not the model setup or the warm-up)
 // run between cudaProfilerStart and cudaProfilerStop, and TRIFORCE_BENCH_STEPS=N
@@ -21,7 +25,9 @@
 //   TRIFORCE_BENCH_STEPS=1 ncu --clock-control none --profile-from-start off \
 //     --metrics gpu__time_duration.sum --print-summary per-kernel \
 //     bench_model_gpu --benchmark_filter='BM_RetrievalStep7B/4099/0/3'
-// prints the microseconds of each kernel of one eager 7B retrieval step.
+// prints the microseconds of each kernel of one eager 7B retrieval step; with
+// TRIFORCE_PERSISTENT_STEP=1 and filter 'BM_Step135M/256/0' the one launch of
+// the persistent step (persistent_step_kernel) is the whole step.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -106,6 +112,7 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
   state.counters["stacked"] = m.step_fusions().stacked_gemms;
   state.counters["rope_kv"] = m.step_fusions().fused_rope_kv;
   state.counters["add_norm"] = m.step_fusions().fused_add_norm;
+  state.counters["persistent"] = m.step_fusions().persistent_step;
 }
 
 // Claim `len` slots (positions 0..len-1) without computing them: a step's cost
@@ -135,6 +142,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
     cache.truncate(ctx - n_tokens);
   }
   std::vector<double> times;
+  const int64_t persistent_before = l.model->persistent_steps();
   profile_begin();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -154,6 +162,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.counters["x_floor"] = median_s / floor_s;  // 1.0 = at the bandwidth floor
   state.counters["graphs"] = graphs ? 1 : 0;
   state.counters["replays"] = double(l.model->step_graphs().replays());
+  state.counters["persistent_used"] = l.model->persistent_steps() > persistent_before ? 1 : 0;
   fusion_counters(state, *l.model);
   state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager"));
 }
@@ -207,6 +216,10 @@ void BM_Decode8B_GQA(benchmark::State& s) { step(s, "synthetic:llama3.1-8b", 1);
 // SmolLM2-135M, the default model's shape: a step at a short context and at
 // 6478 slots (the long default prompt).
 void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1); }
+// Their verification shapes: n = state.range(2) tokens (3: TriForce's middle
+// level verifying the draft's 2; 5: a longer block).
+void BM_Verify135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", s.range(2)); }
+void BM_DraftVerify68M(benchmark::State& s) { step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma); }
 
 }  // namespace
 
@@ -223,5 +236,7 @@ BENCHMARK(BM_Prefill7B)->Arg(8192)->Arg(32768)->Arg(131072)->UseManualTime()->It
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 
 BENCHMARK_MAIN();

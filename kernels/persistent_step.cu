@@ -1,0 +1,359 @@
+#include "persistent_step.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "activation_tile.cuh"
+#include "attention_decode_tile.cuh"
+#include "common.cuh"
+#include "gemm_skinny.cuh"
+#include "gemm_skinny_tile.cuh"
+#include "rmsnorm_tile.cuh"
+#include "rope_tile.cuh"
+#include "tile_load.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kThreads = 256;   // 8 warps: the block of the skinny GEMM's mma_k8u4 variant
+constexpr int kKW = 8, kU = 4;  // mma_k8u4
+constexpr int kAttnBarrier = 1;  // named barrier of the 4 warps running a split tile
+// A barrier still open after this many cycles (~10 s) means a block never
+// arrived: trap rather than hang the process.
+constexpr long long kBarrierTimeoutCycles = 20000000000LL;
+
+// ---- the grid barrier: arrivals counted in bar[0], bar[1] the generation ----
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every block's writes before it are visible to every block after it (the
+// block's threads meet, thread 0 releases them at gpu scope and acquires the
+// others'). Data written before a barrier is read after it with L2 loads
+// (tile_load.cuh), never through a possibly stale L1 line.
+__device__ void grid_barrier(unsigned* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // The generation is read before arriving: it cannot move until this block has arrived.
+    const unsigned gen = ld_acquire(bar + 1);
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);  // reset before releasing, so the next barrier counts from zero
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      const long long t0 = clock64();
+      unsigned spins = 0;
+      while (ld_acquire(bar + 1) == gen) {
+        if ((++spins & 1023u) == 0 && clock64() - t0 > kBarrierTimeoutCycles) {
+#ifndef NDEBUG
+          printf("persistent_step: grid barrier timed out in block %d (generation %u, %u arrived of %d)\n",
+                 int(blockIdx.x), gen, *(volatile unsigned*)bar, int(gridDim.x));
+#endif
+          __trap();
+        }
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+// Weights do not depend on activations: before waiting at a barrier, a block
+// asks L2 for the weight rows of the tiles it will take in a coming GEMV phase.
+template <class T>
+__device__ __forceinline__ void prefetch_tiles(const T* w, int64_t in, int64_t out) {
+  const int64_t ntiles = (out + 15) / 16;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t r0 = tile * 16, rows = min(int64_t(16), out - r0);
+    const char* base = reinterpret_cast<const char*>(w + r0 * in);
+    const int64_t lines = (rows * in * int64_t(sizeof(T)) + 127) / 128;
+    for (int64_t i = threadIdx.x; i < lines; i += blockDim.x) prefetch_l2(base + i * 128);
+  }
+}
+
+__device__ __forceinline__ int64_t gemv_tiles_of(int64_t out) { return (out + 15) / 16; }
+
+// The skinny GEMM's tiles of y = x . W^T, each block taking tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ... (the standalone grid's tile indices).
+template <class T, class Y, class XL>
+__device__ __forceinline__ void gemv_tiles(const T* x, int64_t x_ld, const T* w, Y* y, int64_t y_ld, int n,
+                                           int64_t in, int64_t out, float* part) {
+  const int64_t ntiles = (out + 15) / 16;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    skinny::mma_tile<T, Y, kKW, kU, 1, XL>(x, x_ld, w, y, y_ld, n, in, out, tile, part);
+    __syncthreads();  // the next tile reuses `part`
+  }
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __grid_constant__ PersistentStepParams p,
+                                                                       int norm_threads, float scale_log2) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ float gemv_part[skinny::MmaPart<kKW, 1>::kFloats];
+  __shared__ float comb_part[attn::kCombineGroups * 128];
+  __shared__ float comb_wsum[attn::kCombineGroups];
+  T* xs = reinterpret_cast<T*>(smem);  // prologue rows (normalized x, or SiLU(gate) * up)
+  const int tid = threadIdx.x;
+  const int n = p.n;
+  const int64_t hidden = p.hidden, I = p.inter, H = p.heads, KH = p.kv_heads, G = H / KH;
+  const int64_t qkv_out = (H + 2 * KH) * D;
+  const int64_t xs_ld = hidden + 8, act_ld = I + 8;  // padded rows: fewer bank conflicts, 16-byte aligned
+  T* const xbuf[2] = {static_cast<T*>(p.x[0]), static_cast<T*>(p.x[1])};
+  T* const proj = static_cast<T*>(p.proj);
+  T* const qkv = static_cast<T*>(p.qkv);
+  T* const gu = static_cast<T*>(p.gu);
+  T* const att = static_cast<T*>(p.att);
+  const T* const embed = static_cast<const T*>(p.embed);
+
+  // Attention: the split grid the per-op launch would run for this length.
+  const int len = *p.kv_length;
+  const int chunk = int(p.split_slots);
+  const int splits = min(p.max_splits, max(1, (len + chunk - 1) / chunk));
+  const int64_t rows = int64_t(n) * H;  // query rows of the combine
+  const int R = int(n * G), mt = R > 16 ? 2 : 1, groups = (R + 16 * mt - 1) / (16 * mt);
+  attn::SplitArgs sa;
+  sa.q = p.q;
+  sa.kv_length = p.kv_length;
+  sa.q_positions = p.rope.slots;
+  sa.o_part = p.workspace;
+  sa.lse_part = p.workspace + size_t(p.max_splits) * size_t(rows) * size_t(D);
+  sa.n = n, sa.H = int(H), sa.G = int(G);
+  sa.head_stride = p.capacity * D, sa.token_stride = D;
+  sa.chunk = chunk;
+  sa.scale_log2 = scale_log2;
+
+  // The normalized rows [r0, r0 + m) of this layer's input into xs: the sum of
+  // the residual x[cur] and proj (the closing add of the step's last phase),
+  // stored by block 0 into x[cur ^ 1]; for layer 0, the embedding rows.
+  auto norm_rows = [&](int r0, int m, const T* w, int cur, bool first, bool rounded, bool store) {
+    for (int i = 0; i < m; ++i) {
+      const int64_t row = r0 + i;
+      T* out = xs + int64_t(i) * xs_ld;
+      if (first) {
+        const T* e = embed + int64_t(p.tokens[row]) * hidden;
+        if (store)
+          for (int64_t j = tid; j < hidden; j += kThreads) xbuf[0][row * hidden + j] = e[j];
+        rmsnorm_vec8_row<T, LoadCoherent>(nullptr, nullptr, e, w, out, hidden, p.eps, false, tid, norm_threads);
+      } else {
+        rmsnorm_vec8_row<T, LoadCoherent>(xbuf[cur] + row * hidden, store ? xbuf[cur ^ 1] + row * hidden : nullptr,
+                                          proj + row * hidden, w, out, hidden, p.eps, rounded, tid, norm_threads);
+      }
+    }
+    __syncthreads();
+  };
+
+  int cur = 0;  // the residual stream's current buffer
+  for (int l = 0; l < p.num_layers; ++l) {
+    const PersistentLayer W = p.layers[l];
+    // qkv: (previous layer's closing add +) input norm, stacked q/k/v tiles
+    if (blockIdx.x < gemv_tiles_of(qkv_out)) {
+      norm_rows(0, n, static_cast<const T*>(W.attn_norm), cur, l == 0, true, blockIdx.x == 0);
+      gemv_tiles<T, T, skinny::XShared>(xs, xs_ld, static_cast<const T*>(W.wqkv), qkv, qkv_out, n, hidden, qkv_out,
+                                        gemv_part);
+    }
+    if (l > 0) cur ^= 1;
+    grid_barrier(p.barrier);
+
+    // rope: q into p.q, k and v into the cache at the query slots
+    {
+      RopeQkvParams rp = p.rope;
+      rp.k_out = static_cast<T*>(p.rope.k_out) + l * p.kv_layer_stride;
+      rp.v_out = static_cast<T*>(p.rope.v_out) + l * p.kv_layer_stride;
+      const int64_t heads = H + 2 * KH, half = D / 2;
+      const int tx = half >= 64 ? 64 : 32, ty = kThreads / tx;
+      for (int64_t r = int64_t(blockIdx.x) * ty + tid / tx; r < n * heads; r += int64_t(gridDim.x) * ty)
+        rope_qkv_row<T, LoadCoherent>(rp, r / heads, r % heads, tid % tx, tx);
+    }
+    prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden);
+    grid_barrier(p.barrier);
+
+    // attention splits, on warps 0..3 of each block
+    if (tid < attn::kThreads) {
+      sa.k = static_cast<const T*>(p.rope.k_out) + l * p.kv_layer_stride;
+      sa.v = static_cast<const T*>(p.rope.v_out) + l * p.kv_layer_stride;
+      const int tasks = groups * splits * int(KH);
+      for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
+        const int group = task % groups, split = (task / groups) % splits, kvh = task / (groups * splits);
+        if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+        else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+        attn::split_sync(kAttnBarrier);  // the next task refills the shared memory this one merged in
+      }
+    }
+    grid_barrier(p.barrier);
+
+    // combine, a row per block
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+      attn::attention_combine_row<T, LoadCoherent>(sa.o_part, sa.lse_part, att, splits, int(rows), int(row), D,
+                                                   p.kv_length, chunk, comb_part, comb_wsum);
+      __syncthreads();
+    }
+    grid_barrier(p.barrier);
+
+    // o-proj
+    gemv_tiles<T, T, skinny::XCoherent>(att, H * D, static_cast<const T*>(W.wo), proj, hidden, n, H * D, hidden,
+                                        gemv_part);
+    prefetch_tiles(static_cast<const T*>(W.w_gate_up), hidden, 2 * I);
+    grid_barrier(p.barrier);
+
+    // gate/up: residual add + MLP norm (of the fp32 sum, as add_rmsnorm) in the prologue
+    if (blockIdx.x < gemv_tiles_of(2 * I)) {
+      norm_rows(0, n, static_cast<const T*>(W.mlp_norm), cur, false, false, blockIdx.x == 0);
+      gemv_tiles<T, T, skinny::XShared>(xs, xs_ld, static_cast<const T*>(W.w_gate_up), gu, 2 * I, n, hidden, 2 * I,
+                                        gemv_part);
+    }
+    cur ^= 1;
+    prefetch_tiles(static_cast<const T*>(W.w_down), I, hidden);
+    grid_barrier(p.barrier);
+
+    // down: SiLU(gate) * up of the n rows in the prologue
+    if (blockIdx.x < gemv_tiles_of(hidden)) {
+      for (int64_t i = tid; i < n * I; i += kThreads) {
+        const int64_t r = i / I, c = i % I;
+        const T* g = gu + r * 2 * I;
+        xs[r * act_ld + c] = from_f32<T>(silu_mul_f32(to_f32(LoadCoherent::ld(g + c)), to_f32(LoadCoherent::ld(g + I + c))));
+      }
+      __syncthreads();
+      gemv_tiles<T, T, skinny::XShared>(xs, act_ld, static_cast<const T*>(W.w_down), proj, hidden, n, I, hidden,
+                                        gemv_part);
+    }
+    if (l + 1 < p.num_layers) prefetch_tiles(static_cast<const T*>(p.layers[l + 1].wqkv), hidden, qkv_out);
+    grid_barrier(p.barrier);
+  }
+
+  // the last closing add + final norm for the logit rows, then the lm_head
+  const int rows_out = n - p.out_from;
+  if (rows_out > 0 && blockIdx.x < gemv_tiles_of(p.vocab_rows)) {
+    norm_rows(p.out_from, rows_out, static_cast<const T*>(p.final_norm), cur, false, true, false);
+    gemv_tiles<T, float, skinny::XShared>(xs, xs_ld, static_cast<const T*>(p.lm_head), p.logits, p.vocab_rows,
+                                          rows_out, hidden, p.vocab_rows, gemv_part);
+  }
+}
+
+int g_last_grid = 0;
+
+int sm_count() {
+  int dev = 0, c = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
+  return c > 0 ? c : 1;
+}
+
+// TRIFORCE_PERSISTENT_BLOCKS_PER_SM=k (default 1): more blocks give the GEMV
+// phases more loads in flight but make every barrier count more arrivals.
+int blocks_per_sm_wanted() {
+  static const int v = [] {
+    const char* s = std::getenv("TRIFORCE_PERSISTENT_BLOCKS_PER_SM");
+    if (!s || !*s) return 1;
+    const int k = std::atoi(s);
+    TF_CHECK(k >= 1 && k <= 8, "TRIFORCE_PERSISTENT_BLOCKS_PER_SM=" << s << ": expected 1..8");
+    return k;
+  }();
+  return v;
+}
+
+template <class T, int D>
+void launch(const PersistentStepParams& p, cudaStream_t stream) {
+  auto* kern = persistent_step_kernel<T, D>;
+  const int64_t G = p.heads / p.kv_heads, R = p.n * G;
+  const size_t attn_bytes = R > 16 ? attn::split_smem_bytes<D, 2>() : attn::split_smem_bytes<D, 1>();
+  const size_t rows_bytes = sizeof(T) * size_t(p.n) * size_t(std::max(p.hidden, p.inter) + 8);
+  const size_t smem = std::max(attn_bytes, rows_bytes);
+  // Per device: the largest dynamic shared memory allowed so far, and the
+  // co-resident grid for each size asked (the occupancy API, asked once).
+  static std::mutex mu;
+  static std::map<std::pair<int, size_t>, int> grid_of;
+  static std::map<int, size_t> allowed;
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int grid = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = grid_of.find({dev, smem});
+    if (it == grid_of.end()) {
+      if (allowed[dev] < smem) {
+        CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        allowed[dev] = smem;
+      }
+      int per_sm = 0;
+      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
+      TF_CHECK(per_sm >= 1, "cuda::persistent_step: no block of " << kThreads << " threads and " << smem
+                                                                  << " bytes of shared memory fits an SM");
+      it = grid_of.emplace(std::make_pair(dev, smem), std::min(per_sm, blocks_per_sm_wanted()) * sm_count()).first;
+    }
+    grid = it->second;
+  }
+  const float scale = p.attn_scale > 0.0f ? p.attn_scale : 1.0f / sqrtf(float(p.head_dim));
+  const float scale_log2 = scale * attn::kLog2e;  // as attention_decode computes it
+  const int norm_threads = rmsnorm_vec8_threads(p.hidden);
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;  // co-residency guaranteed, or the launch fails
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p, norm_threads, scale_log2));
+  g_last_grid = grid;
+}
+
+}  // namespace
+
+const char* persistent_step_unsupported(int64_t hidden, int64_t inter, int64_t heads, int64_t kv_heads,
+                                        int64_t head_dim, DType dtype) {
+  if (!is_half_dtype(dtype)) return "dtype is not f16/bf16";
+  if (head_dim != 64 && head_dim != 128) return "head_dim is not 64 or 128";
+  if (kv_heads <= 0 || heads % kv_heads != 0) return "heads are not a multiple of the KV heads";
+  // n * G query rows of a KV head must fit the split tile's 32 rows at n = kPersistentMaxTokens.
+  if (heads / kv_heads * kPersistentMaxTokens > 32) return "more than 4 query heads per KV head";
+  if (hidden % 8 != 0 || hidden < 8 || hidden > kPersistentMaxHidden)
+    return "hidden size is not a multiple of 8 up to 2048";
+  if (inter % 8 != 0 || inter < 8 || inter > kPersistentMaxInter)
+    return "intermediate size is not a multiple of 8 up to 8192";
+  if (rmsnorm_vec8_threads(hidden) > kThreads) return "hidden size needs a wider norm block";
+  if (skinny_default_variant() != SkinnyVariant::mma_k8u4) return "TRIFORCE_SKINNY_VARIANT is not mma_k8u4";
+  return nullptr;
+}
+
+size_t persistent_step_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int max_splits) {
+  return sizeof(float) * size_t(max_splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1);
+}
+
+int persistent_step_last_grid() { return g_last_grid; }
+
+void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {
+  const char* why = persistent_step_unsupported(p.hidden, p.inter, p.heads, p.kv_heads, p.head_dim, p.dtype);
+  TF_CHECK(!why, "cuda::persistent_step: " << why);
+  TF_CHECK(p.n >= 1 && p.n <= kPersistentMaxTokens,
+           "cuda::persistent_step: " << p.n << " tokens (need 1.." << kPersistentMaxTokens << ")");
+  TF_CHECK(p.out_from >= 0 && p.out_from <= p.n, "cuda::persistent_step: out_from " << p.out_from);
+  TF_CHECK(p.layers && p.num_layers > 0 && p.embed && p.final_norm && p.lm_head && p.tokens && p.kv_length &&
+               p.x[0] && p.x[1] && p.qkv && p.q && p.att && p.proj && p.gu && p.workspace && p.barrier &&
+               (p.logits || p.out_from == p.n),
+           "cuda::persistent_step: null pointer");
+  TF_CHECK(p.rope.q && p.rope.k && p.rope.v && p.rope.q_out && p.rope.k_out && p.rope.v_out && p.rope.cos &&
+               p.rope.sin && p.rope.rows && p.rope.slots,
+           "cuda::persistent_step: incomplete rope / KV-write params");
+  TF_CHECK(p.split_slots > 0 && p.split_slots % 64 == 0 && p.max_splits >= 1 && p.capacity > 0,
+           "cuda::persistent_step: split_slots " << p.split_slots << ", max_splits " << p.max_splits);
+  TF_CHECK(p.workspace_bytes >= persistent_step_workspace_bytes(p.n, p.heads, p.head_dim, p.max_splits),
+           "cuda::persistent_step: workspace of " << p.workspace_bytes << " bytes is too small");
+  TF_DISPATCH_HALF(p.dtype, T, {
+    if (p.head_dim == 64) launch<T, 64>(p, stream);
+    else launch<T, 128>(p, stream);
+  });
+}
+
+}  // namespace tf::cuda
