@@ -20,15 +20,16 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) 
   attention_split_tile<T, D, MT>(a, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw, threadIdx.x, 0);
 }
 
-// grid = n * H rows, block = 4 * D threads: one row each (attention_combine_row).
+// grid = n * H rows, block = 4 * D threads: one row each (attention_combine_rows).
 template <class T>
 __global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
                                          T* __restrict__ out, int grid_splits, int rows, int D,
                                          const int32_t* __restrict__ kv_length, int chunk) {
-  __shared__ float part[kCombineGroups * 128];
-  __shared__ float wsum_s[kCombineGroups];
-  attention_combine_row<T, LoadPlain>(o_part, lse_part, out, grid_splits, rows, blockIdx.x, D, kv_length, chunk,
-                                      part, wsum_s);
+  __shared__ float sm[combine_smem_floats(1, 128)];
+  const int64_t row = blockIdx.x;
+  attention_combine_rows<T, LoadPlain>(
+      o_part, lse_part, out, grid_splits, rows, 1, [row](int) { return row; }, D, kv_length, chunk, sm,
+      int(threadIdx.x), int(blockDim.x), [] { __syncthreads(); });
 }
 
 int sm_count() {

@@ -57,9 +57,28 @@ __device__ __forceinline__ void split_sync(int bar_id) {
 // The tile runs on threads tid = 0..127 of their block, which meet at named
 // barrier bar_id (0 in the standalone kernel, whose block is these 128 threads);
 // smem_raw is split_smem_bytes<D, MT>() bytes of 128-byte aligned shared memory.
-template <class T, int D, int MT>
+// The split kernel's Q rows: cp.async from the rotated q in global memory
+// (token-major, head-minor, one 16-byte chunk per copy), rows past R zero.
+struct QFromGlobal {
+  template <class T, int D, int kRows>
+  __device__ __forceinline__ void load(const SplitArgs& a, T* q_s, int group, int kvh, int tid) const {
+    using namespace mma;
+    const int R = a.n * a.G;
+    const T* Q = static_cast<const T*>(a.q);
+    for (int i = tid; i < kRows * (D / 8); i += kThreads) {
+      const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+      const int row = group * kRows + r;
+      const bool ok = row < R;
+      const int64_t src = ok ? (int64_t(row / a.G) * a.H + kvh * a.G + row % a.G) * D + c : 0;
+      cp_async16(q_s + swz<D>(r, c), Q + src, ok);
+    }
+  }
+};
+
+template <class T, int D, int MT, class QL = QFromGlobal>
 __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int group, int split, int kvh,
-                                                     unsigned char* smem_raw, int tid, int bar_id) {
+                                                     unsigned char* smem_raw, int tid, int bar_id,
+                                                     const QL& ql = QL()) {
   using namespace mma;
   constexpr int kRows = 16 * MT;
   T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
@@ -73,18 +92,13 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
   if (split > 0 && split * a.chunk >= *a.kv_length) return;
   const int lane = tid & 31, warp = tid >> 5;
   const int R = a.n * a.G;
-  const T* Q = static_cast<const T*>(a.q);
   const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
   const T* V = static_cast<const T*>(a.v) + int64_t(kvh) * a.head_stride;
 
-  // Q rows are scattered (token-major, head-minor), one 16-byte chunk per copy.
-  for (int i = tid; i < kRows * (D / 8); i += kThreads) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    const int row = group * kRows + r;
-    const bool ok = row < R;
-    const int64_t src = ok ? (int64_t(row / a.G) * a.H + kvh * a.G + row % a.G) * D + c : 0;
-    cp_async16(q_s + swz<D>(r, c), Q + src, ok);
-  }
+  // Q rows into q_s (QFromGlobal: cp.async, travelling in the first commit
+  // group; another loader may store them directly: the loop's first barrier
+  // comes before any read of q_s).
+  ql.template load<T, D, kRows>(a, q_s, group, kvh, tid);
 
   const int len = *a.kv_length;
   int max_pos = INT_MIN;
@@ -243,27 +257,40 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
   }
 }
 
-// One output row of the LSE-weighted merge of the splits, on the whole block
-// (any blockDim.x that is a multiple of 32). Virtual thread (sg, d), sg < 4,
-// sums splits sg, sg + 4, ... of dim d (the standalone kernel's block is
-// exactly these 4 D threads; a persistent block of another size loops over
-// them), so four independent loads per dim are in flight; the four partial
-// sums meet in shared memory. part: 4 D floats, wsum_s: 4 floats, shared.
+// Rows row_of(0), ..., row_of(nrows - 1) of the LSE-weighted merge of the
+// splits, on threads tid = 0..nthreads-1 that meet at sync(). Virtual thread
+// (i, sg, d), sg < 4, sums splits sg, sg + 4, ... of dim d of row i (the
+// standalone kernel's block is exactly the 4 D threads of one row; other
+// callers spread the virtual threads over theirs), so four independent loads
+// per dim are in flight; the four partial sums meet in shared memory. sm:
+// combine_smem_floats(nrows, D) floats of shared memory.
 constexpr int kCombineGroups = 4;
-template <class T, class LD>
-__device__ __forceinline__ void attention_combine_row(const float* o_part, const float* lse_part, T* out,
-                                                      int grid_splits, int rows, int row, int D,
-                                                      const int32_t* kv_length, int chunk, float* part,
-                                                      float* wsum_s) {
-  const int tid = threadIdx.x, nthreads = blockDim.x;
+__host__ __device__ constexpr int combine_smem_floats(int nrows, int D) {
+  return nrows * (1 + kCombineGroups + kCombineGroups * D);
+}
+template <class T, class LD, class RowOf, class Sync>
+__device__ __forceinline__ void attention_combine_rows(const float* o_part, const float* lse_part, T* out,
+                                                       int grid_splits, int rows, int nrows, RowOf row_of, int D,
+                                                       const int32_t* kv_length, int chunk, float* sm, int tid,
+                                                       int nthreads, Sync sync) {
+  float* M_s = sm;                              // [nrows]
+  float* w_s = M_s + nrows;                     // [nrows][4]
+  float* part = w_s + kCombineGroups * nrows;   // [nrows][4][D]
   // The splits that ran: those starting below the device length (at least one).
   const int live = max(1, (*kv_length + chunk - 1) / chunk);
   const int splits = min(grid_splits, live);
-  float mx = -INFINITY;
-  for (int s = tid; s < splits; s += nthreads) mx = fmaxf(mx, LD::ld(lse_part + int64_t(s) * rows + row));
-  const float M = block_max(mx);  // a max: the same whatever the order
-  for (int v = tid; v < kCombineGroups * D; v += nthreads) {
-    const int sg = v / D, d = v % D;
+  // Each row's largest LSE: a max, the same whatever the order.
+  for (int i = tid; i < nrows; i += nthreads) {
+    const int64_t row = row_of(i);
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, LD::ld(lse_part + int64_t(s) * rows + row));
+    M_s[i] = mx;
+  }
+  sync();
+  for (int v = tid; v < nrows * kCombineGroups * D; v += nthreads) {
+    const int i = v / (kCombineGroups * D), sg = v / D % kCombineGroups, d = v % D;
+    const int64_t row = row_of(i);
+    const float M = M_s[i];
     float acc = 0.0f, wsum = 0.0f;
     if (M != -INFINITY) {
 #pragma unroll 4
@@ -273,20 +300,23 @@ __device__ __forceinline__ void attention_combine_row(const float* o_part, const
         acc = fmaf(w, LD::ld(o_part + (int64_t(s) * rows + row) * D + d), acc);
       }
     }
-    part[sg * D + d] = acc;
-    if (d == 0) wsum_s[sg] = wsum;
+    part[v] = acc;
+    if (d == 0) w_s[i * kCombineGroups + sg] = wsum;
   }
-  __syncthreads();
-  // The first kernel summed the four groups' weights with block_sum over its 4 D
-  // threads, only threads (sg, 0) nonzero: they sit in lanes 0, 2, 4, 6 (D = 64)
-  // or 0, 4, 8, 12 (D = 128) of the warp-partials' xor tree, which adds them as
-  // (w0 + w2) + (w1 + w3) in both cases. Written out, it needs no block shape.
-  const float W = (wsum_s[0] + wsum_s[2]) + (wsum_s[1] + wsum_s[3]);
-  for (int d = tid; d < D; d += nthreads) {
+  sync();
+  for (int v = tid; v < nrows * D; v += nthreads) {
+    const int i = v / D, d = v % D;
+    // The first kernel summed the four groups' weights with block_sum over its
+    // 4 D threads, only threads (sg, 0) nonzero: they sit in lanes 0, 2, 4, 6
+    // (D = 64) or 0, 4, 8, 12 (D = 128) of the warp partials' xor tree, which
+    // adds them as (w0 + w2) + (w1 + w3) in both cases. Written out, it needs
+    // no block shape.
+    const float* w = w_s + i * kCombineGroups;
+    const float W = (w[0] + w[2]) + (w[1] + w[3]);
     float o = 0.0f;
 #pragma unroll
-    for (int g = 0; g < kCombineGroups; ++g) o += part[g * D + d];
-    store_f32(out + int64_t(row) * D + d, W > 0.0f ? o / W : 0.0f);
+    for (int g = 0; g < kCombineGroups; ++g) o += part[(i * kCombineGroups + g) * D + d];
+    store_f32(out + row_of(i) * D + d, W > 0.0f ? o / W : 0.0f);
   }
 }
 

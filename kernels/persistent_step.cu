@@ -94,13 +94,48 @@ __device__ __forceinline__ void gemv_tiles(const T* x, int64_t x_ld, const T* w,
   }
 }
 
+// The fused attention phase's Q rows: rotated from the q/k/v GEMM output
+// straight into the split tile's shared q tile (rope_pair, the arithmetic of
+// rope_qkv_row), instead of through the rotated q buffer.
+struct QRope {
+  const void* qkv;
+  int64_t ld;
+  const float* cos;
+  const float* sin;
+  const int32_t* rows;
+  int64_t table_rows;
+  template <class T, int D, int kRows>
+  __device__ __forceinline__ void load(const attn::SplitArgs& a, T* q_s, int group, int kvh, int tid) const {
+    constexpr int half = D / 2;
+    const int R = a.n * a.G;
+    for (int i = tid; i < kRows * half; i += attn::kThreads) {
+      const int r = i / half, j = i % half;
+      const int row = group * kRows + r;
+      T y1 = from_f32<T>(0.0f), y2 = from_f32<T>(0.0f);  // rows past R: zeros, as cp.async's zero fill
+      if (row < R) {
+        const int t = row / a.G, h = kvh * a.G + row % a.G;
+        const int32_t rr = rows[t];
+        const bool ok = rr >= 0 && rr < table_rows;
+        const float c = ok ? cos[int64_t(rr) * half + j] : NAN, s = ok ? sin[int64_t(rr) * half + j] : NAN;
+        const T* src = static_cast<const T*>(qkv) + t * ld + int64_t(h) * D;
+        rope_pair(to_f32(LoadCoherent::ld(src + j)), to_f32(LoadCoherent::ld(src + j + half)), c, s, y1, y2);
+      }
+      q_s[mma::swz<D>(r, j & ~7) + (j & 7)] = y1;
+      q_s[mma::swz<D>(r, (j + half) & ~7) + ((j + half) & 7)] = y2;
+    }
+  }
+};
+
+// Phase codes of the profile stamps (persistent_step_profile).
+enum Phase : unsigned { kStart = 0, kQkv, kRope, kAttn, kComb, kO, kGu, kDown, kLmHead, kPhases };
+
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __grid_constant__ PersistentStepParams p,
                                                                        int norm_threads, float scale_log2) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float gemv_part[skinny::MmaPart<kKW, 1>::kFloats];
-  __shared__ float comb_part[attn::kCombineGroups * 128];
-  __shared__ float comb_wsum[attn::kCombineGroups];
+  __shared__ float comb_sm[attn::combine_smem_floats(1, D)];
+  __shared__ int last_task;
   T* xs = reinterpret_cast<T*>(smem);  // prologue rows (normalized x, or SiLU(gate) * up)
   const int tid = threadIdx.x;
   const int n = p.n;
@@ -151,6 +186,17 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     __syncthreads();
   };
 
+  // Profile (benchmarks): block 0 stamps its clock and the phase after each barrier.
+  int stamp_at = 0;
+  auto stamp = [&](unsigned phase) {
+    if (p.stamps && blockIdx.x == 0 && tid == 0 && stamp_at < p.stamps_cap) {
+      p.stamps[2 * stamp_at] = clock64();
+      p.stamps[2 * stamp_at + 1] = phase;
+    }
+    ++stamp_at;
+  };
+  stamp(kStart);
+
   int cur = 0;  // the residual stream's current buffer
   for (int l = 0; l < p.num_layers; ++l) {
     const PersistentLayer W = p.layers[l];
@@ -161,48 +207,91 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
                                         gemv_part);
     }
     if (l > 0) cur ^= 1;
+    prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden);
     grid_barrier(p.barrier);
+    stamp(kQkv);
 
-    // rope: q into p.q, k and v into the cache at the query slots
-    {
-      RopeQkvParams rp = p.rope;
-      rp.k_out = static_cast<T*>(p.rope.k_out) + l * p.kv_layer_stride;
-      rp.v_out = static_cast<T*>(p.rope.v_out) + l * p.kv_layer_stride;
+    T* const k_l = static_cast<T*>(p.rope.k_out) + l * p.kv_layer_stride;
+    T* const v_l = static_cast<T*>(p.rope.v_out) + l * p.kv_layer_stride;
+    RopeQkvParams rp = p.rope;
+    rp.k_out = k_l, rp.v_out = v_l;
+    sa.k = k_l, sa.v = v_l;
+    if (!p.fused_attention) {
+      // rope: q into p.q, k and v into the cache at the query slots
       const int64_t heads = H + 2 * KH, half = D / 2;
       const int tx = half >= 64 ? 64 : 32, ty = kThreads / tx;
       for (int64_t r = int64_t(blockIdx.x) * ty + tid / tx; r < n * heads; r += int64_t(gridDim.x) * ty)
         rope_qkv_row<T, LoadCoherent>(rp, r / heads, r % heads, tid % tx, tx);
+      grid_barrier(p.barrier);
+      stamp(kRope);
     }
-    prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden);
-    grid_barrier(p.barrier);
 
-    // attention splits, on warps 0..3 of each block
+    // attention splits, on warps 0..3 of each block. Fused: a task first writes
+    // the step's K/V rows that fall in its split (no other task reads them),
+    // rotates its q rows into shared memory, and the last task of a KV head to
+    // finish combines that head's rows.
     if (tid < attn::kThreads) {
-      sa.k = static_cast<const T*>(p.rope.k_out) + l * p.kv_layer_stride;
-      sa.v = static_cast<const T*>(p.rope.v_out) + l * p.kv_layer_stride;
       const int tasks = groups * splits * int(KH);
+      const QRope qrope{p.qkv, qkv_out, p.rope.cos, p.rope.sin, p.rope.rows, p.rope.table_rows};
       for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
         const int group = task % groups, split = (task / groups) % splits, kvh = task / (groups * splits);
-        if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier);
-        else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier);
-        attn::split_sync(kAttnBarrier);  // the next task refills the shared memory this one merged in
+        if (!p.fused_attention) {
+          if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+          else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+          attn::split_sync(kAttnBarrier);  // the next task refills the shared memory this one merged in
+          continue;
+        }
+        for (int t = 0; t < n; ++t) {
+          const int slot = p.rope.slots[t];
+          if (group == 0 && slot >= split * chunk && slot < (split + 1) * chunk) {
+            rope_qkv_row<T, LoadCoherent>(rp, t, H + kvh, tid, attn::kThreads);
+            rope_qkv_row<T, LoadCoherent>(rp, t, H + KH + kvh, tid, attn::kThreads);
+          }
+        }
+        __threadfence();
+        attn::split_sync(kAttnBarrier);  // the rows are in the cache before the tile's copies read them
+        if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
+        else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
+        attn::split_sync(kAttnBarrier);  // every partial of this task is written
+        if (tid == 0) {
+          __threadfence();
+          const unsigned arrived = atomicAdd(p.counters + kvh, 1u) + 1;
+          last_task = arrived == unsigned(groups * splits);
+          if (last_task) atomicExch(p.counters + kvh, 0u);  // every task of the head has arrived
+          __threadfence();
+        }
+        attn::split_sync(kAttnBarrier);
+        if (last_task) {
+          const int64_t base = int64_t(kvh) * G;
+          attn::attention_combine_rows<T, LoadCoherent>(
+              sa.o_part, sa.lse_part, att, splits, int(rows), int(n * G),
+              [=](int i) { return int64_t(i / G) * H + base + i % G; }, D, p.kv_length, chunk,
+              reinterpret_cast<float*>(smem), tid, attn::kThreads, [] { attn::split_sync(kAttnBarrier); });
+        }
+        attn::split_sync(kAttnBarrier);  // the next task refills the shared memory
       }
     }
     grid_barrier(p.barrier);
+    stamp(kAttn);
 
-    // combine, a row per block
-    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-      attn::attention_combine_row<T, LoadCoherent>(sa.o_part, sa.lse_part, att, splits, int(rows), int(row), D,
-                                                   p.kv_length, chunk, comb_part, comb_wsum);
-      __syncthreads();
+    if (!p.fused_attention) {
+      // combine, a row per block
+      for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        attn::attention_combine_rows<T, LoadCoherent>(
+            sa.o_part, sa.lse_part, att, splits, int(rows), 1, [row](int) { return row; }, D, p.kv_length, chunk,
+            comb_sm, tid, kThreads, [] { __syncthreads(); });
+        __syncthreads();
+      }
+      grid_barrier(p.barrier);
+      stamp(kComb);
     }
-    grid_barrier(p.barrier);
 
     // o-proj
     gemv_tiles<T, T, skinny::XCoherent>(att, H * D, static_cast<const T*>(W.wo), proj, hidden, n, H * D, hidden,
                                         gemv_part);
     prefetch_tiles(static_cast<const T*>(W.w_gate_up), hidden, 2 * I);
     grid_barrier(p.barrier);
+    stamp(kO);
 
     // gate/up: residual add + MLP norm (of the fp32 sum, as add_rmsnorm) in the prologue
     if (blockIdx.x < gemv_tiles_of(2 * I)) {
@@ -213,6 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     cur ^= 1;
     prefetch_tiles(static_cast<const T*>(W.w_down), I, hidden);
     grid_barrier(p.barrier);
+    stamp(kGu);
 
     // down: SiLU(gate) * up of the n rows in the prologue
     if (blockIdx.x < gemv_tiles_of(hidden)) {
@@ -227,6 +317,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     }
     if (l + 1 < p.num_layers) prefetch_tiles(static_cast<const T*>(p.layers[l + 1].wqkv), hidden, qkv_out);
     grid_barrier(p.barrier);
+    stamp(kDown);
   }
 
   // the last closing add + final norm for the logit rows, then the lm_head
@@ -236,6 +327,34 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     gemv_tiles<T, float, skinny::XShared>(xs, xs_ld, static_cast<const T*>(p.lm_head), p.logits, p.vocab_rows,
                                           rows_out, hidden, p.vocab_rows, gemv_part);
   }
+  stamp(kLmHead);  // block 0's end: the others may still be in their lm_head tiles
+}
+
+__global__ void __launch_bounds__(kThreads) barrier_bench_kernel(unsigned* bar, int iters) {
+  for (int i = 0; i < iters; ++i) grid_barrier(bar);
+}
+
+// Profile stamps of the last profiled launch (device), and whether to take them.
+struct ProfileState {
+  bool on = false;
+  unsigned long long* stamps = nullptr;
+  int cap = 0;
+};
+ProfileState& profile_state() {
+  static ProfileState s;
+  return s;
+}
+
+bool fused_attention_from_env() {
+  const char* s = std::getenv("TRIFORCE_PERSISTENT_FUSED_ATTN");
+  if (!s || !*s) return true;
+  const std::string v(s);
+  TF_CHECK(v == "0" || v == "1", "TRIFORCE_PERSISTENT_FUSED_ATTN=" << v << ": expected 0 or 1");
+  return v == "1";
+}
+bool& fused_attention_flag() {
+  static bool on = fused_attention_from_env();
+  return on;
 }
 
 int g_last_grid = 0;
@@ -305,7 +424,19 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, p, norm_threads, scale_log2));
+  PersistentStepParams q = p;
+  ProfileState& prof = profile_state();
+  if (prof.on) {
+    const int need = 2 + int(p.num_layers) * int(kPhases);
+    if (prof.cap < need) {
+      if (prof.stamps) CUDA_CHECK(cudaFree(prof.stamps));
+      CUDA_CHECK(cudaMalloc(&prof.stamps, sizeof(unsigned long long) * 2 * size_t(need)));
+      prof.cap = need;
+    }
+    CUDA_CHECK(cudaMemsetAsync(prof.stamps, 0, sizeof(unsigned long long) * 2 * size_t(prof.cap), stream));
+    q.stamps = prof.stamps, q.stamps_cap = prof.cap;
+  }
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, q, norm_threads, scale_log2));
   g_last_grid = grid;
 }
 
@@ -333,6 +464,67 @@ size_t persistent_step_workspace_bytes(int64_t n, int64_t heads, int64_t head_di
 
 int persistent_step_last_grid() { return g_last_grid; }
 
+bool persistent_step_fused_attention() { return fused_attention_flag(); }
+void set_persistent_step_fused_attention(bool on) { fused_attention_flag() = on; }
+
+void set_persistent_step_profiling(bool on) { profile_state().on = on; }
+
+std::vector<PersistentPhaseTimes> persistent_step_profile() {
+  static const char* const names[kPhases] = {"start", "qkv", "rope", "attn", "comb", "o", "gu", "down", "lm_head"};
+  std::vector<PersistentPhaseTimes> out;
+  for (unsigned k = 1; k < kPhases; ++k) out.push_back({names[k], 0.0});
+  out.push_back({"total", 0.0});
+  const ProfileState& prof = profile_state();
+  if (!prof.stamps) return out;
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<unsigned long long> h(2 * size_t(prof.cap));
+  CUDA_CHECK(cudaMemcpy(h.data(), prof.stamps, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  int dev = 0, khz = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  const double us_per_cycle = 1e3 / double(khz > 0 ? khz : 1);
+  int last = 0;
+  for (int i = 1; i < prof.cap && h[2 * size_t(i)] != 0; ++i) {
+    const unsigned phase = unsigned(h[2 * size_t(i) + 1]);
+    if (phase >= 1 && phase < kPhases)
+      out[phase - 1].us += double(h[2 * size_t(i)] - h[2 * size_t(i - 1)]) * us_per_cycle;
+    last = i;
+  }
+  out.back().us = double(h[2 * size_t(last)] - h[0]) * us_per_cycle;
+  return out;
+}
+
+double persistent_barrier_us(int iters, int blocks_per_sm) {
+  unsigned* bar = nullptr;
+  CUDA_CHECK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
+  CUDA_CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_bench_kernel, kThreads, 0));
+  const int grid = std::min(per_sm, blocks_per_sm) * sm_count();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(kThreads);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, 10));  // warm-up
+  CUDA_CHECK(cudaEventRecord(a));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, iters));
+  CUDA_CHECK(cudaEventRecord(b));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  CUDA_CHECK(cudaFree(bar));
+  return double(ms) * 1e3 / double(iters > 0 ? iters : 1);
+}
+
 void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {
   const char* why = persistent_step_unsupported(p.hidden, p.inter, p.heads, p.kv_heads, p.head_dim, p.dtype);
   TF_CHECK(!why, "cuda::persistent_step: " << why);
@@ -341,6 +533,7 @@ void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {
   TF_CHECK(p.out_from >= 0 && p.out_from <= p.n, "cuda::persistent_step: out_from " << p.out_from);
   TF_CHECK(p.layers && p.num_layers > 0 && p.embed && p.final_norm && p.lm_head && p.tokens && p.kv_length &&
                p.x[0] && p.x[1] && p.qkv && p.q && p.att && p.proj && p.gu && p.workspace && p.barrier &&
+               (p.counters || !p.fused_attention) &&
                (p.logits || p.out_from == p.n),
            "cuda::persistent_step: null pointer");
   TF_CHECK(p.rope.q && p.rope.k && p.rope.v && p.rope.q_out && p.rope.k_out && p.rope.v_out && p.rope.cos &&

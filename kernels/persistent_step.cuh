@@ -20,6 +20,12 @@
 //   gu    prologue: residual add + MLP norm into shared memory; gate/up tiles
 //   down  prologue: SiLU(gate) * up of the n rows into shared memory; down tiles
 // then the final add + norm prologue and the lm_head tiles (f32 logits).
+// Fused attention (the default, persistent_step_fused_attention()): rope and
+// comb disappear as phases. Each attention task first writes the step's K/V
+// rows that fall in its own split (no other task reads them), rotates its q
+// rows straight into the split tile's shared q tile, and the last task of each
+// KV head to finish (an atomic counter) combines that head's rows: 5 barriers
+// a layer instead of 7.
 // The residual stream alternates between two buffers so that one block can
 // store the new residual while every block still reads the old one.
 //
@@ -31,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "rope.cuh"
@@ -83,6 +90,10 @@ struct PersistentStepParams {
   size_t workspace_bytes = 0;
   float* logits = nullptr;          // [n - out_from, vocab_rows] f32
   unsigned* barrier = nullptr;      // 2 words, zero before the first launch (left zero after each)
+  unsigned* counters = nullptr;     // kv_heads words, the same (fused attention's arrivals)
+  bool fused_attention = true;
+  unsigned long long* stamps = nullptr;  // profile: (clock, phase) pairs of block 0, or nullptr
+  int stamps_cap = 0;
   DType dtype = DType::BF16;
 };
 
@@ -95,5 +106,24 @@ size_t persistent_step_workspace_bytes(int64_t n, int64_t heads, int64_t head_di
 void persistent_step(const PersistentStepParams& p, cudaStream_t stream = nullptr);
 // Blocks of the last launch's grid (for the benchmark's counters).
 int persistent_step_last_grid();
+// The process-wide choice of the fused attention phase: TRIFORCE_PERSISTENT_FUSED_ATTN
+// (0 or 1, default 1), read once; the setter is for tests (models made after it).
+bool persistent_step_fused_attention();
+void set_persistent_step_fused_attention(bool on);
+
+// Benchmarks only. With profiling on, every launch stamps block 0's clock after
+// each phase; persistent_step_profile() waits for the device and returns the
+// last launch's microseconds per phase kind, summed over layers, as
+// {"qkv", "rope", "attn", "comb", "o", "gu", "down", "lm_head"} (0 where a
+// phase did not run), plus "total" (first to last stamp).
+void set_persistent_step_profiling(bool on);
+struct PersistentPhaseTimes {
+  const char* name;
+  double us;
+};
+std::vector<PersistentPhaseTimes> persistent_step_profile();
+// Microseconds per grid barrier of a cooperative grid of blocks_per_sm blocks
+// per SM doing nothing but `iters` barriers (the floor of a phase).
+double persistent_barrier_us(int iters, int blocks_per_sm);
 
 }  // namespace tf::cuda

@@ -11,15 +11,21 @@
 
 namespace tf::cuda {
 
+// The rotation of one pair (x1, x2) = (x[j], x[j + half]) by (c, s): every
+// caller's arithmetic, rounded to T once.
+template <class T>
+__device__ __forceinline__ void rope_pair(float x1, float x2, float c, float s, T& y1, T& y2) {
+  y1 = from_f32<T>(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
+  y2 = from_f32<T>(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+}
+
 // dst = rope(src) over the row's half-pairs j = lane0, lane0 + lanes, ...
 template <class T, class LD>
 __device__ __forceinline__ void rope_rotate_row(const T* src, T* dst, const float* c_row, const float* s_row, bool ok,
                                                 int64_t half, int lane0, int lanes) {
   for (int64_t j = lane0; j < half; j += lanes) {
     const float c = ok ? c_row[j] : NAN, s = ok ? s_row[j] : NAN;
-    const float x1 = to_f32(LD::ld(src + j)), x2 = to_f32(LD::ld(src + j + half));
-    store_f32(dst + j, __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
-    store_f32(dst + j + half, __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+    rope_pair(to_f32(LD::ld(src + j)), to_f32(LD::ld(src + j + half)), c, s, dst[j], dst[j + half]);
   }
 }
 

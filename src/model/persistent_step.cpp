@@ -4,6 +4,7 @@
 // per-op run_chunk (tests/gpu/test_persistent_step.cpp), so the switch
 // (StepFusions::persistent_step) changes time, never tokens.
 #include <algorithm>
+#include <vector>
 
 #include "core/device.h"
 #include "model/llama.h"
@@ -61,10 +62,10 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
     copy_bytes(pstep_layers_.data, device_, table.data(), Device::CPU, bytes);
     pstep_layers_for_ = w_.embed.data;
   }
-  if (!pstep_barrier_.data) {
-    pstep_barrier_ = empty_tensor(device_, DType::I32, {2});
-    const int32_t zero[2] = {0, 0};
-    copy_bytes(pstep_barrier_.data, device_, zero, Device::CPU, sizeof(zero));
+  if (!pstep_barrier_.data) {  // the grid barrier's 2 words, then a counter per KV head; all zero
+    const std::vector<int32_t> zero(size_t(2 + KH), 0);
+    pstep_barrier_ = empty_tensor(device_, DType::I32, {2 + KH});
+    copy_bytes(pstep_barrier_.data, device_, zero.data(), Device::CPU, zero.size() * sizeof(int32_t));
   }
   if (!pstep_x_.data) pstep_x_ = empty_tensor(device_, dtype_, {std::min(max_chunk_, kPersistentMaxTokens), cfg_.hidden_size});
 
@@ -122,6 +123,8 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
   p.workspace = attn_ws_.ptr<float>(), p.workspace_bytes = size_t(attn_ws_.bytes());
   p.logits = dlogits_.ptr<float>();
   p.barrier = reinterpret_cast<unsigned*>(pstep_barrier_.data);
+  p.counters = p.barrier + 2;
+  p.fused_attention = cuda::persistent_step_fused_attention();
   p.dtype = dtype_;
   cuda::persistent_step(p, cuda::compute_stream());
   ++persistent_steps_;

@@ -42,6 +42,8 @@
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_profiler_api.h>
+
+#include "persistent_step.cuh"
 #endif
 
 using namespace tf;
@@ -200,6 +202,62 @@ void prefill(benchmark::State& state, const std::string& name) {
   state.SetLabel(name);
 }
 
+// The persistent step's phases (TRIFORCE_PERSISTENT_STEP's kernel, forced on
+// here): block 0's clock after each grid barrier, summed per phase kind over
+// the layers (us_qkv, us_attn, ...: a phase's work plus the barrier after it),
+// of the last of the timed eager steps. Not a latency benchmark (the stamps
+// cost a little); it says where the step's time goes.
+void phases(benchmark::State& state, const std::string& name, int64_t n_tokens, int64_t capacity = 0) {
+#ifdef TRIFORCE_HAVE_CUDA
+  Loaded& l = get(name);
+  const StepFusions saved = l.model->step_fusions();
+  StepFusions f = saved;
+  f.persistent_step = true;
+  l.model->set_step_fusions(f);
+  l.model->set_cuda_graphs(false);
+  const int64_t ctx = state.range(0);
+  FullKVCache& cache = cache_of(l, capacity);
+  set_length(cache, ctx - n_tokens);
+  std::vector<int32_t> toks(static_cast<size_t>(n_tokens), 17);
+  std::vector<int64_t> pos(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) pos[size_t(i)] = ctx - n_tokens + i;
+  for (int i = 0; i < 3; ++i) {
+    l.model->forward(toks, pos, cache, n_tokens);
+    cache.truncate(ctx - n_tokens);
+  }
+  cuda::set_persistent_step_profiling(true);
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    l.model->forward(toks, pos, cache, n_tokens);
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cache.truncate(ctx - n_tokens);
+  }
+  cuda::set_persistent_step_profiling(false);
+  for (const auto& ph : cuda::persistent_step_profile()) state.counters[std::string("us_") + ph.name] = ph.us;
+  state.counters["grid"] = cuda::persistent_step_last_grid();
+  state.counters["fused_attn"] = cuda::persistent_step_fused_attention();
+  state.counters["persistent_used"] = l.model->persistent_steps() > 0 ? 1 : 0;
+  l.model->set_step_fusions(saved);
+  state.SetLabel(name + " n=" + std::to_string(n_tokens) + " persistent phases");
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+
+// One grid barrier of the persistent kernel alone (a grid of range(0) blocks per SM).
+void BM_PersistentBarrier(benchmark::State& state) {
+#ifdef TRIFORCE_HAVE_CUDA
+  double us = 0;
+  for (auto _ : state) {
+    us = cuda::persistent_barrier_us(10000, int(state.range(0)));
+    state.SetIterationTime(us * 1e-6);
+  }
+  state.counters["barrier_us"] = us;
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+
 // The retrieval level's cache: budget 4096 + gamma 6 slots (+1 for the bonus token).
 constexpr int64_t kRetrievalBudget = 4096, kGamma = 6;
 // The draft's StreamingLLM cache: 16 sinks + 234 window (+ gamma for the block).
@@ -220,6 +278,8 @@ void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1); }
 // level verifying the draft's 2; 5: a longer block).
 void BM_Verify135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", s.range(2)); }
 void BM_DraftVerify68M(benchmark::State& s) { step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma); }
+void BM_Phases135M(benchmark::State& s) { phases(s, "synthetic:smollm2-135m", s.range(1)); }
+void BM_Phases68M(benchmark::State& s) { phases(s, "synthetic:llama-68m", s.range(1), kDraftCache + kGamma); }
 
 }  // namespace
 
@@ -238,5 +298,9 @@ BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime(
 BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+// Arguments: context, tokens.
+BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+BENCHMARK(BM_PersistentBarrier)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(3);
 
 BENCHMARK_MAIN();

@@ -10,6 +10,8 @@
 // reference (tests/gpu/test_model_gpu.cpp, test_kernels_*.cpp), so bitwise
 // equality carries that tolerance check over.
 //
+// Both forms of the kernel's attention: fused (rope and combine inside the
+// attention phase, the default) and unfused (a phase each).
 // Also: greedy speculation with the switch on (the default in this binary)
 // gives ar's tokens, and ar's tokens are those of the per-op path.
 #include <gtest/gtest.h>
@@ -25,6 +27,9 @@
 #include "random_data.h"
 #include "require_device.h"
 #include "speculative/methods.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "persistent_step.cuh"
+#endif
 
 using namespace tf;
 using tf::testing::tokens_for;
@@ -112,9 +117,14 @@ std::string first_logit_diff(const Tensor& a, const Tensor& b) {
 // One model pair (persistent on / off, the same weights): at each cache
 // length, each n = 1..8 from that length (all logit rows, then only the last
 // row), logits and K/V bitwise.
-void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name,
+void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name0,
            std::vector<int64_t> lengths = {1, 17, 511, 4099}) {
+  for (bool fused : {true, false})
   for (bool graphs : {false, true}) {
+#ifdef TRIFORCE_HAVE_CUDA
+    cuda::set_persistent_step_fused_attention(fused);
+#endif
+    const std::string name = name0 + (fused ? " fused-attention" : " unfused-attention");
     LlamaModel ref(cfg, w, 512), got(cfg, w, 512);
     ref.set_cuda_graphs(graphs), got.set_cuda_graphs(graphs);
     ref.set_step_fusions(fusions(false)), got.set_step_fusions(fusions(true));
