@@ -263,10 +263,11 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
 // standalone kernel's block is exactly the 4 D threads of one row; other
 // callers spread the virtual threads over theirs), so four independent loads
 // per dim are in flight; the four partial sums meet in shared memory. sm:
-// combine_smem_floats(nrows, D) floats of shared memory.
+// combine_smem_floats(nrows, D) floats of shared memory; nthreads a multiple
+// of 32 (the one-row path reduces by warps).
 constexpr int kCombineGroups = 4;
 __host__ __device__ constexpr int combine_smem_floats(int nrows, int D) {
-  return nrows * (1 + kCombineGroups + kCombineGroups * D);
+  return nrows * (1 + kCombineGroups + kCombineGroups * D) + 32;
 }
 template <class T, class LD, class RowOf, class Sync>
 __device__ __forceinline__ void attention_combine_rows(const float* o_part, const float* lse_part, T* out,
@@ -276,15 +277,30 @@ __device__ __forceinline__ void attention_combine_rows(const float* o_part, cons
   float* M_s = sm;                              // [nrows]
   float* w_s = M_s + nrows;                     // [nrows][4]
   float* part = w_s + kCombineGroups * nrows;   // [nrows][4][D]
+  float* red = part + kCombineGroups * D * nrows;  // [32] warp maxima (one row)
   // The splits that ran: those starting below the device length (at least one).
   const int live = max(1, (*kv_length + chunk - 1) / chunk);
   const int splits = min(grid_splits, live);
-  // Each row's largest LSE: a max, the same whatever the order.
-  for (int i = tid; i < nrows; i += nthreads) {
-    const int64_t row = row_of(i);
+  // Each row's largest LSE: a max, the same whatever the order. One row: every
+  // thread takes some splits (thousands at long context); several: a thread a row.
+  if (nrows == 1) {
     float mx = -INFINITY;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, LD::ld(lse_part + int64_t(s) * rows + row));
-    M_s[i] = mx;
+    for (int s = tid; s < splits; s += nthreads) mx = fmaxf(mx, LD::ld(lse_part + int64_t(s) * rows + row_of(0)));
+    mx = warp_max(mx);
+    if ((tid & 31) == 0) red[tid >> 5] = mx;
+    sync();
+    if (tid == 0) {
+      float m = -INFINITY;
+      for (int w = 0; w < (nthreads + 31) / 32; ++w) m = fmaxf(m, red[w]);
+      M_s[0] = m;
+    }
+  } else {
+    for (int i = tid; i < nrows; i += nthreads) {
+      const int64_t row = row_of(i);
+      float mx = -INFINITY;
+      for (int s = 0; s < splits; ++s) mx = fmaxf(mx, LD::ld(lse_part + int64_t(s) * rows + row));
+      M_s[i] = mx;
+    }
   }
   sync();
   for (int v = tid; v < nrows * kCombineGroups * D; v += nthreads) {
