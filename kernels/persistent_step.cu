@@ -104,27 +104,88 @@ struct QRope {
   const float* sin;
   const int32_t* rows;
   int64_t table_rows;
+  // Every load of a thread first, then the rotations (one L2 round trip, not one a pair).
   template <class T, int D, int kRows>
   __device__ __forceinline__ void load(const attn::SplitArgs& a, T* q_s, int group, int kvh, int tid) const {
     constexpr int half = D / 2;
+    constexpr int kIters = kRows * half / attn::kThreads;
+    static_assert(kRows * half % attn::kThreads == 0, "whole pairs a thread");
     const int R = a.n * a.G;
-    for (int i = tid; i < kRows * half; i += attn::kThreads) {
-      const int r = i / half, j = i % half;
-      const int row = group * kRows + r;
-      T y1 = from_f32<T>(0.0f), y2 = from_f32<T>(0.0f);  // rows past R: zeros, as cp.async's zero fill
+    float x1[kIters], x2[kIters], c[kIters], s[kIters];
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int i = tid + it * attn::kThreads, r = i / half, j = i % half, row = group * kRows + r;
+      x1[it] = x2[it] = c[it] = s[it] = 0.0f;
       if (row < R) {
         const int t = row / a.G, h = kvh * a.G + row % a.G;
         const int32_t rr = rows[t];
         const bool ok = rr >= 0 && rr < table_rows;
-        const float c = ok ? cos[int64_t(rr) * half + j] : NAN, s = ok ? sin[int64_t(rr) * half + j] : NAN;
+        c[it] = ok ? cos[int64_t(rr) * half + j] : NAN;
+        s[it] = ok ? sin[int64_t(rr) * half + j] : NAN;
         const T* src = static_cast<const T*>(qkv) + t * ld + int64_t(h) * D;
-        rope_pair(to_f32(LoadCoherent::ld(src + j)), to_f32(LoadCoherent::ld(src + j + half)), c, s, y1, y2);
+        x1[it] = to_f32(LoadCoherent::ld(src + j));
+        x2[it] = to_f32(LoadCoherent::ld(src + j + half));
       }
+    }
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int i = tid + it * attn::kThreads, r = i / half, j = i % half, row = group * kRows + r;
+      T y1 = from_f32<T>(0.0f), y2 = from_f32<T>(0.0f);  // rows past R: zeros, as cp.async's zero fill
+      if (row < R) rope_pair(x1[it], x2[it], c[it], s[it], y1, y2);
       q_s[mma::swz<D>(r, j & ~7) + (j & 7)] = y1;
       q_s[mma::swz<D>(r, (j + half) & ~7) + ((j + half) & 7)] = y2;
     }
   }
 };
+
+// The fused attention phase's K/V write: for each of the step's tokens whose
+// slot lies in [lo, hi) (this task's split), KV head kvh's rotated k and its v
+// into the cache, as rope_qkv_row writes them (rope_pair; v copied). The
+// (token, k|v, pair) items are spread over the 128 threads, loads first.
+template <class T, int D>
+__device__ __forceinline__ void write_split_kv(const RopeQkvParams& p, int n, int kvh, int lo, int hi, int tid) {
+  constexpr int half = D / 2, kU = 4;
+  const int items = n * 2 * half;
+  for (int base = 0; base < items; base += kU * attn::kThreads) {
+    T x1[kU], x2[kU];  // raw: v is copied bit for bit
+    float c[kU], s[kU];
+    int64_t at[kU];
+    bool go[kU], is_k[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int i = base + u * attn::kThreads + tid;
+      const int t = i / (2 * half), j = i % half;
+      is_k[u] = i / half % 2 == 0;
+      const int slot = i < items ? p.slots[t] : -1;
+      go[u] = i < items && slot >= lo && slot < hi && slot < p.slot_limit;
+      c[u] = s[u] = 0.0f;
+      at[u] = 0;
+      if (go[u]) {
+        const int32_t r = p.rows[t];
+        const bool ok = r >= 0 && r < p.table_rows;
+        c[u] = ok ? p.cos[int64_t(r) * half + j] : NAN;
+        s[u] = ok ? p.sin[int64_t(r) * half + j] : NAN;
+        const T* src = is_k[u] ? static_cast<const T*>(p.k) + t * p.k_ld + int64_t(kvh) * D
+                               : static_cast<const T*>(p.v) + t * p.v_ld + int64_t(kvh) * D;
+        x1[u] = LoadCoherent::ld(src + j);
+        x2[u] = LoadCoherent::ld(src + j + half);
+        at[u] = kvh * p.out_head_stride + int64_t(slot) * p.out_slot_stride + j;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (!go[u]) continue;
+      if (is_k[u]) {
+        T* dst = static_cast<T*>(p.k_out) + at[u];
+        rope_pair(to_f32(x1[u]), to_f32(x2[u]), c[u], s[u], dst[0], dst[half]);
+      } else {
+        T* dst = static_cast<T*>(p.v_out) + at[u];
+        dst[0] = x1[u];
+        dst[half] = x2[u];
+      }
+    }
+  }
+}
 
 // Phase codes of the profile stamps (persistent_step_profile).
 enum Phase : unsigned { kStart = 0, kQkv, kRope, kAttn, kComb, kO, kGu, kDown, kLmHead, kPhases };
@@ -136,6 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   __shared__ float gemv_part[skinny::MmaPart<kKW, 1>::kFloats];
   __shared__ float comb_sm[attn::combine_smem_floats(1, D)];
   __shared__ int last_task;
+  __shared__ float norm_red[kPersistentMaxTokens * 8], norm_scale[kPersistentMaxTokens];
   T* xs = reinterpret_cast<T*>(smem);  // prologue rows (normalized x, or SiLU(gate) * up)
   const int tid = threadIdx.x;
   const int n = p.n;
@@ -168,22 +230,29 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
 
   // The normalized rows [r0, r0 + m) of this layer's input into xs: the sum of
   // the residual x[cur] and proj (the closing add of the step's last phase),
-  // stored by block 0 into x[cur ^ 1]; for layer 0, the embedding rows.
+  // stored by block 0 into x[cur ^ 1]; for layer 0, the embedding rows (block 0
+  // copies them into x[0]). All rows at once (rmsnorm_vec8_rows).
   auto norm_rows = [&](int r0, int m, const T* w, int cur, bool first, bool rounded, bool store) {
-    for (int i = 0; i < m; ++i) {
-      const int64_t row = r0 + i;
-      T* out = xs + int64_t(i) * xs_ld;
-      if (first) {
-        const T* e = embed + int64_t(p.tokens[row]) * hidden;
-        if (store)
-          for (int64_t j = tid; j < hidden; j += kThreads) xbuf[0][row * hidden + j] = e[j];
-        rmsnorm_vec8_row<T, LoadCoherent>(nullptr, nullptr, e, w, out, hidden, p.eps, false, tid, norm_threads);
-      } else {
-        rmsnorm_vec8_row<T, LoadCoherent>(xbuf[cur] + row * hidden, store ? xbuf[cur ^ 1] + row * hidden : nullptr,
-                                          proj + row * hidden, w, out, hidden, p.eps, rounded, tid, norm_threads);
-      }
+    auto out_of = [&](int i) { return xs + int64_t(i) * xs_ld; };
+    if (first) {
+      if (store)
+        for (int64_t e = tid; e < int64_t(m) * hidden; e += kThreads) {
+          const int64_t row = r0 + e / hidden;
+          xbuf[0][row * hidden + e % hidden] = embed[int64_t(p.tokens[row]) * hidden + e % hidden];
+        }
+      rmsnorm_vec8_rows<T, LoadCoherent>(
+          m, [&](int i) { return embed + int64_t(p.tokens[r0 + i]) * hidden; },
+          [](int) { return static_cast<const T*>(nullptr); }, [](int) { return static_cast<T*>(nullptr); }, out_of,
+          w, hidden, p.eps, false, norm_threads, norm_red, norm_scale);
+    } else {
+      T* const r_in = xbuf[cur];
+      T* const r_out = store ? xbuf[cur ^ 1] : nullptr;
+      rmsnorm_vec8_rows<T, LoadCoherent>(
+          m, [&](int i) { return static_cast<const T*>(proj + (r0 + i) * hidden); },
+          [&](int i) { return static_cast<const T*>(r_in + (r0 + i) * hidden); },
+          [&](int i) { return r_out ? r_out + (r0 + i) * hidden : static_cast<T*>(nullptr); }, out_of, w, hidden,
+          p.eps, rounded, norm_threads, norm_red, norm_scale);
     }
-    __syncthreads();
   };
 
   // Profile (benchmarks): block 0 stamps its clock and the phase after each barrier.
@@ -241,13 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
           attn::split_sync(kAttnBarrier);  // the next task refills the shared memory this one merged in
           continue;
         }
-        for (int t = 0; t < n; ++t) {
-          const int slot = p.rope.slots[t];
-          if (group == 0 && slot >= split * chunk && slot < (split + 1) * chunk) {
-            rope_qkv_row<T, LoadCoherent>(rp, t, H + kvh, tid, attn::kThreads);
-            rope_qkv_row<T, LoadCoherent>(rp, t, H + KH + kvh, tid, attn::kThreads);
-          }
-        }
+        if (group == 0) write_split_kv<T, D>(rp, n, kvh, split * chunk, (split + 1) * chunk, tid);
         __threadfence();
         attn::split_sync(kAttnBarrier);  // the rows are in the cache before the tile's copies read them
         if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
@@ -306,10 +369,18 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
 
     // down: SiLU(gate) * up of the n rows in the prologue
     if (blockIdx.x < gemv_tiles_of(hidden)) {
-      for (int64_t i = tid; i < n * I; i += kThreads) {
-        const int64_t r = i / I, c = i % I;
-        const T* g = gu + r * 2 * I;
-        xs[r * act_ld + c] = from_f32<T>(silu_mul_f32(to_f32(LoadCoherent::ld(g + c)), to_f32(LoadCoherent::ld(g + I + c))));
+      // 8 elements a step, 16-byte loads; each element as silu_mul's kernel computes it
+#pragma unroll 4
+      for (int64_t i = tid; i < n * I / 8; i += kThreads) {
+        const int64_t r = i / (I / 8), c = i % (I / 8) * 8;
+        const uint4 gr = LoadCoherent::ld16(gu + r * 2 * I + c), ur = LoadCoherent::ld16(gu + r * 2 * I + I + c);
+        const T* g8 = reinterpret_cast<const T*>(&gr);
+        const T* u8 = reinterpret_cast<const T*>(&ur);
+        uint4 packed;
+        T* o8 = reinterpret_cast<T*>(&packed);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o8[e] = from_f32<T>(silu_mul_f32(to_f32(g8[e]), to_f32(u8[e])));
+        *reinterpret_cast<uint4*>(xs + r * act_ld + c) = packed;
       }
       __syncthreads();
       gemv_tiles<T, T, skinny::XShared>(xs, act_ld, static_cast<const T*>(W.w_down), proj, hidden, n, I, hidden,
