@@ -232,8 +232,10 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   // the residual x[cur] and proj (the closing add of the step's last phase),
   // stored by block 0 into x[cur ^ 1]; for layer 0, the embedding rows (block 0
   // copies them into x[0]). All rows at once (rmsnorm_vec8_rows).
-  auto norm_rows = [&](int r0, int m, const T* w, int cur, bool first, bool rounded, bool store) {
-    auto out_of = [&](int i) { return xs + int64_t(i) * xs_ld; };
+  auto norm_rows = [&](int r0, int m, const T* w, int cur, bool first, bool rounded, bool store, T* out = nullptr,
+                       int64_t out_ld = 0) {
+    if (!out) out = xs, out_ld = xs_ld;
+    auto out_of = [&](int i) { return out + int64_t(i) * out_ld; };
     if (first) {
       if (store)
         for (int64_t e = tid; e < int64_t(m) * hidden; e += kThreads) {
@@ -393,7 +395,11 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
 
   // the last closing add + final norm for the logit rows, then the lm_head
   const int rows_out = n - p.out_from;
-  if (rows_out > 0 && blockIdx.x < gemv_tiles_of(p.vocab_rows)) {
+  if (rows_out > 0 && p.xn_out) {  // the lm_head is the caller's (a standalone skinny GEMM)
+    if (blockIdx.x == 0)
+      norm_rows(p.out_from, rows_out, static_cast<const T*>(p.final_norm), cur, false, true, false,
+                static_cast<T*>(p.xn_out), hidden);
+  } else if (rows_out > 0 && blockIdx.x < gemv_tiles_of(p.vocab_rows)) {
     norm_rows(p.out_from, rows_out, static_cast<const T*>(p.final_norm), cur, false, true, false);
     gemv_tiles<T, float, skinny::XShared>(xs, xs_ld, static_cast<const T*>(p.lm_head), p.logits, p.vocab_rows,
                                           rows_out, hidden, p.vocab_rows, gemv_part);
@@ -425,6 +431,16 @@ bool fused_attention_from_env() {
 }
 bool& fused_attention_flag() {
   static bool on = fused_attention_from_env();
+  return on;
+}
+bool& lm_head_flag() {
+  static bool on = [] {
+    const char* s = std::getenv("TRIFORCE_PERSISTENT_LM_HEAD");
+    if (!s || !*s) return true;
+    const std::string v(s);
+    TF_CHECK(v == "0" || v == "1", "TRIFORCE_PERSISTENT_LM_HEAD=" << v << ": expected 0 or 1");
+    return v == "1";
+  }();
   return on;
 }
 
@@ -537,6 +553,8 @@ int persistent_step_last_grid() { return g_last_grid; }
 
 bool persistent_step_fused_attention() { return fused_attention_flag(); }
 void set_persistent_step_fused_attention(bool on) { fused_attention_flag() = on; }
+bool persistent_step_lm_head() { return lm_head_flag(); }
+void set_persistent_step_lm_head(bool on) { lm_head_flag() = on; }
 
 void set_persistent_step_profiling(bool on) { profile_state().on = on; }
 
@@ -605,7 +623,7 @@ void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {
   TF_CHECK(p.layers && p.num_layers > 0 && p.embed && p.final_norm && p.lm_head && p.tokens && p.kv_length &&
                p.x[0] && p.x[1] && p.qkv && p.q && p.att && p.proj && p.gu && p.workspace && p.barrier &&
                (p.counters || !p.fused_attention) &&
-               (p.logits || p.out_from == p.n),
+               (p.logits || p.xn_out || p.out_from == p.n),
            "cuda::persistent_step: null pointer");
   TF_CHECK(p.rope.q && p.rope.k && p.rope.v && p.rope.q_out && p.rope.k_out && p.rope.v_out && p.rope.cos &&
                p.rope.sin && p.rope.rows && p.rope.slots,

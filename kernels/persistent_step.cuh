@@ -89,6 +89,9 @@ struct PersistentStepParams {
   float* workspace = nullptr;       // >= persistent_step_workspace_bytes(...)
   size_t workspace_bytes = 0;
   float* logits = nullptr;          // [n - out_from, vocab_rows] f32
+  // Non-null: the kernel stops at the final norm, writing rows [out_from, n) of
+  // it here ([n - out_from, hidden]), and the caller runs the lm_head.
+  void* xn_out = nullptr;
   unsigned* barrier = nullptr;      // 2 words, zero before the first launch (left zero after each)
   unsigned* counters = nullptr;     // kv_heads words, the same (fused attention's arrivals)
   bool fused_attention = true;
@@ -110,6 +113,11 @@ int persistent_step_last_grid();
 // (0 or 1, default 1), read once; the setter is for tests (models made after it).
 bool persistent_step_fused_attention();
 void set_persistent_step_fused_attention(bool on);
+// Whether the lm_head runs inside the kernel (TRIFORCE_PERSISTENT_LM_HEAD, 0 or 1,
+// default 1) or as the standalone skinny GEMM after it (all the SMs' blocks:
+// more loads in flight for the largest matrix, for one more launch).
+bool persistent_step_lm_head();
+void set_persistent_step_lm_head(bool on);
 
 // Benchmarks only. With profiling on, every launch stamps block 0's clock after
 // each phase; persistent_step_profile() waits for the device and returns the

@@ -122,6 +122,8 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
   p.qkv = qkv_.data, p.q = q_.data, p.att = att_.data, p.proj = proj_.data, p.gu = gu_.data;
   p.workspace = attn_ws_.ptr<float>(), p.workspace_bytes = size_t(attn_ws_.bytes());
   p.logits = dlogits_.ptr<float>();
+  const bool head_outside = !cuda::persistent_step_lm_head() && p.out_from < n;
+  if (head_outside) p.xn_out = xn_.data;  // rows [out_from, n) of the final norm, at row 0
   p.barrier = reinterpret_cast<unsigned*>(pstep_barrier_.data);
   p.counters = p.barrier + 2;
   p.fused_attention = cuda::persistent_step_fused_attention();
@@ -131,6 +133,11 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
 
   if (p.out_from < n) {
     const int64_t V = w_.lm_head.dim(0);
+    if (head_outside) {  // the per-op lm_head on the kernel's final-norm rows
+      Tensor xo = ops::slice_rows(xn_, 0, n - out_from), lg = dlogits_;
+      lg.shape = {n - out_from, V};
+      ops::linear(xo, w_.lm_head, lg);
+    }
     const size_t bytes = size_t(n - out_from) * size_t(V) * sizeof(float);
     if (g) copy_bytes_async(logits_out, Device::CPU, dlogits_.data, Device::CUDA, bytes);
     else copy_bytes(logits_out, Device::CPU, dlogits_.data, Device::CUDA, bytes);

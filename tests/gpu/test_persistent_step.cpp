@@ -11,7 +11,8 @@
 // equality carries that tolerance check over.
 //
 // Both forms of the kernel's attention: fused (rope and combine inside the
-// attention phase, the default) and unfused (a phase each).
+// attention phase, the default) and unfused (a phase each); and the lm_head
+// in the kernel (the default) or after it (TRIFORCE_PERSISTENT_LM_HEAD=0).
 // Also: greedy speculation with the switch on (the default in this binary)
 // gives ar's tokens, and ar's tokens are those of the per-op path.
 #include <gtest/gtest.h>
@@ -118,13 +119,15 @@ std::string first_logit_diff(const Tensor& a, const Tensor& b) {
 // length, each n = 1..8 from that length (all logit rows, then only the last
 // row), logits and K/V bitwise.
 void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name0,
-           std::vector<int64_t> lengths = {1, 17, 511, 4099}) {
+           std::vector<int64_t> lengths = {1, 17, 511, 4099}, bool head_in_kernel = true) {
   for (bool fused : {true, false})
   for (bool graphs : {false, true}) {
 #ifdef TRIFORCE_HAVE_CUDA
     cuda::set_persistent_step_fused_attention(fused);
+    cuda::set_persistent_step_lm_head(head_in_kernel);
 #endif
-    const std::string name = name0 + (fused ? " fused-attention" : " unfused-attention");
+    const std::string name = name0 + (fused ? " fused-attention" : " unfused-attention") +
+                             (head_in_kernel ? "" : " lm_head-outside");
     LlamaModel ref(cfg, w, 512), got(cfg, w, 512);
     ref.set_cuda_graphs(graphs), got.set_cuda_graphs(graphs);
     ref.set_step_fusions(fusions(false)), got.set_step_fusions(fusions(true));
@@ -165,6 +168,10 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
     std::printf("[ persistent ] %s graphs=%d: %lld persistent steps, all bit-identical\n", name.c_str(), int(graphs),
                 (long long)got.persistent_steps());
   }
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda::set_persistent_step_fused_attention(true);
+  cuda::set_persistent_step_lm_head(true);
+#endif
 }
 
 void check_both_dtypes(const ModelConfig& cfg, const std::string& name, std::vector<int64_t> lengths = {1, 17, 511, 4099}) {
@@ -182,6 +189,14 @@ TEST(PersistentStep, BitIdenticalSyntheticSmolLM2) {
 TEST(PersistentStep, BitIdenticalSyntheticLlama68m) {
   REQUIRE_DEVICE();
   check_both_dtypes(synthetic_config("synthetic:llama-68m"), "synthetic llama-68m", {1, 17, 511, 2000});
+}
+
+TEST(PersistentStep, BitIdenticalLmHeadOutsideTheKernel) {
+  REQUIRE_DEVICE();
+  const ModelConfig c = synthetic_config("synthetic:smollm2-135m");
+  check(c, synthetic_weights(c, Device::CUDA, DType::BF16, 11), "synthetic smollm2-135m bf16", {17, 511}, false);
+  const ModelConfig d = synthetic_config("synthetic:llama-68m");
+  check(d, synthetic_weights(d, Device::CUDA, DType::F16, 11), "synthetic llama-68m f16", {17, 511}, false);
 }
 
 TEST(PersistentStep, BitIdenticalOneLayerHeadDim64Gqa4) {
