@@ -52,10 +52,9 @@ __device__ void grid_barrier(unsigned* bar) {
       unsigned spins = 0;
       while (ld_acquire(bar + 1) == gen) {
         if ((++spins & 1023u) == 0 && clock64() - t0 > kBarrierTimeoutCycles) {
-#ifndef NDEBUG
+          // Release builds too: a hang found blind must say where it was.
           printf("persistent_step: grid barrier timed out in block %d (generation %u, %u arrived of %d)\n",
                  int(blockIdx.x), gen, *(volatile unsigned*)bar, int(gridDim.x));
-#endif
           __trap();
         }
       }
