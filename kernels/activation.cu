@@ -1,4 +1,5 @@
 #include "activation.cuh"
+#include "activation_tile.cuh"
 #include "common.cuh"
 
 namespace tf::cuda {
@@ -10,8 +11,7 @@ template <class T>
 __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t count, int64_t cols, int64_t ld) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t src = cols > 0 ? (i / cols) * ld + i % cols : i;
-    const float g = load_f32(gate + src);
-    store_f32(out + i, (g / (1.0f + __expf(-g))) * load_f32(up + src));
+    store_f32(out + i, silu_mul_f32(load_f32(gate + src), load_f32(up + src)));
   }
 }
 

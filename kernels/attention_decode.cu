@@ -3,268 +3,33 @@
 #include <climits>
 
 #include "attention_decode.cuh"
+#include "attention_decode_tile.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
 
 namespace tf::cuda {
 namespace {
 
-constexpr int kWarps = 4;             // warps per split CTA; each takes 16 slots of every tile
-constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16 * kWarps;    // KV slots per pipeline stage
-constexpr int kStages = 3;            // tiles in flight: two load while one is consumed
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace attn;
 
-struct SplitArgs {
-  const void* q;
-  const void* k;
-  const void* v;
-  const int32_t* kv_length;
-  const int32_t* q_positions;
-  float* o_part;    // [splits, n, H, D]
-  float* lse_part;  // [splits, n, H] (log2 domain)
-  int n, H, G;      // G = heads per kv head
-  int64_t head_stride, token_stride;
-  int chunk;        // slots per split, a multiple of kTile
-  float scale_log2;
-};
-
-template <int D, int MT> constexpr size_t split_smem_bytes() {
-  constexpr int rows = 16 * MT;
-  const size_t tiles = sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kTile * D);
-  const size_t merge = sizeof(float) * size_t(kWarps) * rows * (D + 2);
-  return tiles > merge ? tiles : merge;
-}
-
-// grid = (row groups, splits, kv heads); block = 4 warps. Query row r of kv
-// head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
-// [16 MT group, 16 MT (group + 1)) as MT mma M tiles, so the whole GQA group
-// (and every verify token) shares each K/V tile it loads. The groups of one
-// split sit next to each other in the grid and read the same tiles through L2.
-// Warp w scores and accumulates slots [16w, 16w + 16) of each tile with its
-// own online softmax; the four warps merge in shared memory at the end.
+// grid = (row groups, splits, kv heads); block = the split tile's 128 threads
+// (attention_decode_tile.cuh), which the persistent step kernel runs too.
 template <class T, int D, int MT>
 __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) {
-  using namespace mma;
-  constexpr int kRows = 16 * MT;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
-  T* k_s = q_s + kRows * D;                  // [kStages][kTile * D]
-  T* v_s = k_s + kStages * kTile * D;        // [kStages][kTile * D]
-
-  const int group = blockIdx.x, split = blockIdx.y, kvh = blockIdx.z;
-  // A grid sized for more slots than the cache holds (a captured graph sized
-  // for its capacity bucket): splits past the length do nothing, and the
-  // combine reads only the splits below it, so the result is the one of a
-  // grid sized for the length. Split 0 always runs (an empty cache gives zeros).
-  if (split > 0 && split * a.chunk >= *a.kv_length) return;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int R = a.n * a.G;
-  const T* Q = static_cast<const T*>(a.q);
-  const T* K = static_cast<const T*>(a.k) + int64_t(kvh) * a.head_stride;
-  const T* V = static_cast<const T*>(a.v) + int64_t(kvh) * a.head_stride;
-
-  // Q rows are scattered (token-major, head-minor), one 16-byte chunk per copy.
-  for (int i = tid; i < kRows * (D / 8); i += kThreads) {
-    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
-    const int row = group * kRows + r;
-    const bool ok = row < R;
-    const int64_t src = ok ? (int64_t(row / a.G) * a.H + kvh * a.G + row % a.G) * D + c : 0;
-    cp_async16(q_s + swz<D>(r, c), Q + src, ok);
-  }
-
-  const int len = *a.kv_length;
-  int max_pos = INT_MIN;
-  for (int t = 0; t < a.n; ++t) max_pos = max(max_pos, a.q_positions ? a.q_positions[t] : INT_MAX);
-  const int begin = split * a.chunk;
-  int end = min(len, begin + a.chunk);
-  if (max_pos < INT_MAX) end = min(end, max_pos + 1);
-  const int ntiles = end > begin ? (end - begin + kTile - 1) / kTile : 0;
-
-  auto load_kv = [&](int tile) {
-    const int stage = tile % kStages;
-    const int j0 = begin + tile * kTile;
-    const int valid = min(kTile, end - j0);
-    load_tile_async<D, kTile, kThreads>(k_s + stage * kTile * D, K + int64_t(j0) * a.token_stride, a.token_stride,
-                                        valid, tid);
-    load_tile_async<D, kTile, kThreads>(v_s + stage * kTile * D, V + int64_t(j0) * a.token_stride, a.token_stride,
-                                        valid, tid);
-  };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < ntiles) load_kv(s);
-    cp_async_commit();  // Q travels in the first group
-  }
-
-  const int g = lane >> 2, t4 = lane & 3;
-  int lim[MT][2];  // last slot each of this thread's rows (16 mt + g + 8 r) may see
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = group * kRows + 16 * mt + g + 8 * r;
-      const int lm = row < R ? (a.q_positions ? a.q_positions[row / a.G] : INT_MAX) : INT_MIN;
-      lim[mt][r] = min(lm, end - 1);
-    }
-
-  float o[MT][D / 8][4];
-  float m[MT][2], l[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
-    m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
-  }
-  const auto* qbase = reinterpret_cast<const uint16_t*>(q_s);
-
-  for (int tile = 0; tile < ntiles; ++tile) {
-    if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    __syncthreads();
-
-    const int stage = tile % kStages;
-    const auto* kbase = reinterpret_cast<const uint16_t*>(k_s + stage * kTile * D);
-    const T* vt = v_s + stage * kTile * D;
-    const int j0 = begin + tile * kTile + warp * 16;  // this warp's first slot
-
-    float s[MT][2][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t b[4];
-      ldmatrix_x4(b, kbase + swz<D>(warp * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        uint32_t af[4];
-        ldmatrix_x4(af, qbase + swz<D>(16 * mt + (lane & 15), kk * 16 + (lane >> 4) * 8));
-        mma16816<T>(s[mt][0], af, b[0], b[1]);
-        mma16816<T>(s[mt][1], af, b[2], b[3]);
-      }
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int slot = j0 + nt * 8 + 2 * t4 + (e & 1);
-          s[mt][nt][e] = slot <= lim[mt][e >> 1] ? s[mt][nt][e] * a.scale_log2 : -INFINITY;
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = fmaxf(m[mt][r], fmaxf(fmaxf(s[mt][0][2 * r], s[mt][0][2 * r + 1]),
-                                         fmaxf(s[mt][1][2 * r], s[mt][1][2 * r + 1])));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mu = mx == -INFINITY ? 0.0f : mx;  // a row that sees nothing yet stays at zero
-        const float alpha = fast_exp2(m[mt][r] - mu);
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          s[mt][nt][2 * r] = fast_exp2(s[mt][nt][2 * r] - mu);
-          s[mt][nt][2 * r + 1] = fast_exp2(s[mt][nt][2 * r + 1] - mu);
-          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
-        }
-        l[mt][r] = l[mt][r] * alpha + sum;  // per-thread partial; the quad is summed at the end
-        m[mt][r] = mx;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) o[mt][dt][2 * r] *= alpha, o[mt][dt][2 * r + 1] *= alpha;
-      }
-      uint32_t pa[4];
-      pa[0] = pack2<T>(s[mt][0][0], s[mt][0][1]);
-      pa[1] = pack2<T>(s[mt][0][2], s[mt][0][3]);
-      pa[2] = pack2<T>(s[mt][1][0], s[mt][1][1]);
-      pa[3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
-      pv_step<T, D>(o[mt], pa, vt, warp * 16, lane);
-    }
-    __syncthreads();  // this stage is refilled kStages - 1 iterations from now
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // tiles are dead: reuse shared memory for the merge
-
-  // Merge the warps: per warp and row, m, l and the unnormalised output.
-  float* m_s = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
-  float* l_s = m_s + kWarps * kRows;                // [kWarps][kRows]
-  float* o_s = l_s + kWarps * kRows;                // [kWarps][kRows][D]
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float sum = l[mt][r];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int row = 16 * mt + g + 8 * r;
-      if (t4 == 0) {
-        m_s[warp * kRows + row] = m[mt][r];
-        l_s[warp * kRows + row] = sum;
-      }
-      float* dst = o_s + (warp * kRows + row) * D + 2 * t4;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        dst[dt * 8] = o[mt][dt][2 * r];
-        dst[dt * 8 + 1] = o[mt][dt][2 * r + 1];
-      }
-    }
-  __syncthreads();
-  for (int i = tid; i < kRows * D; i += kThreads) {
-    const int r = i / D, d = i % D;
-    const int row = group * kRows + r;
-    if (row >= R) break;  // rows are in order: the rest are past R too
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w * kRows + r]);
-    float L = 0.0f, O = 0.0f;
-    if (M != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float f = fast_exp2(m_s[w * kRows + r] - M);  // 0 for a warp that saw nothing
-        L = fmaf(l_s[w * kRows + r], f, L);
-        O = fmaf(o_s[(w * kRows + r) * D + d], f, O);
-      }
-    }
-    const bool any = L > 0.0f;
-    const int t = row / a.G, h = kvh * a.G + row % a.G;
-    const int64_t out_row = (int64_t(split) * a.n + t) * a.H + h;
-    a.o_part[out_row * D + d] = any ? O / L : 0.0f;
-    if (d == 0) a.lse_part[out_row] = any ? M + log2f(L) : -INFINITY;
-  }
+  attention_split_tile<T, D, MT>(a, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw, threadIdx.x, 0);
 }
 
-// grid = n * H rows, block = 4 * D threads: LSE-weighted merge of the splits.
-// Thread (sg, d) sums splits sg, sg + 4, ... of dim d so that four independent
-// loads per dim are in flight; the four partial sums meet in shared memory.
-constexpr int kCombineGroups = 4;
+// grid = n * H rows, block = 4 * D threads: one row each (attention_combine_rows).
 template <class T>
 __global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
                                          T* __restrict__ out, int grid_splits, int rows, int D,
                                          const int32_t* __restrict__ kv_length, int chunk) {
-  __shared__ float part[kCombineGroups][128];
-  const int row = blockIdx.x, tid = threadIdx.x, sg = tid / D, d = tid % D;
-  // The splits that ran: those starting below the device length (at least one).
-  const int live = max(1, (*kv_length + chunk - 1) / chunk);
-  const int splits = min(grid_splits, live);
-  float mx = -INFINITY;
-  for (int s = tid; s < splits; s += blockDim.x) mx = fmaxf(mx, lse_part[int64_t(s) * rows + row]);
-  const float M = block_max(mx);
-  float acc = 0.0f, wsum = 0.0f;
-  if (M != -INFINITY) {
-#pragma unroll 4
-    for (int s = sg; s < splits; s += kCombineGroups) {
-      const float w = exp2f(lse_part[int64_t(s) * rows + row] - M);  // 0 for an empty split
-      wsum += w;
-      acc = fmaf(w, o_part[(int64_t(s) * rows + row) * D + d], acc);
-    }
-  }
-  part[sg][d] = acc;
-  // Every thread of a group has the same wsum; the groups' sums add up via the block reduction.
-  const float W = block_sum(d == 0 ? wsum : 0.0f);
-  __syncthreads();
-  if (sg == 0) {
-    float o = 0.0f;
-#pragma unroll
-    for (int g = 0; g < kCombineGroups; ++g) o += part[g][d];
-    store_f32(out + int64_t(row) * D + d, W > 0.0f ? o / W : 0.0f);
-  }
+  __shared__ float sm[combine_smem_floats(1, 128)];
+  const int64_t row = blockIdx.x;
+  attention_combine_rows<T, LoadPlain>(
+      o_part, lse_part, out, grid_splits, rows, 1, [row](int) { return row; }, D, kv_length, chunk, sm,
+      int(threadIdx.x), int(blockDim.x), [] { __syncthreads(); });
 }
 
 int sm_count() {

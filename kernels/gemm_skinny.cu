@@ -6,108 +6,23 @@
 #include "attention_mma.cuh"
 #include "common.cuh"
 #include "gemm_skinny.cuh"
+#include "gemm_skinny_tile.cuh"
 
 namespace tf::cuda {
 namespace {
 
-// Weights are read exactly once per call: keep them out of L1 (where x lives)
-// and ask L2 for the whole 256-byte line pair a warp is about to sweep.
-// volatile keeps program order against the (volatile) mma asm: without it
-// nvcc sinks each load next to its use and only 2-3 stay in flight per lane.
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint4 ld_x(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+using skinny::ld_stream;
+__device__ __forceinline__ uint4 ld_x(const void* p) { return skinny::XReadOnly::ld(p); }
 
 // ---- tensor cores ----
-// grid.x = ceil(out / 16); KW warps per block; NT = ceil(n / 8) x tiles.
-// Lane (g, t) = (lane / 4, lane % 4) loads columns c .. c+7 (c = k-block base
-// + s * 32 + t * 8) of W rows j0+g and j0+g+8 and of x row 8q+g. Elements 0..3
-// feed the first m16n8k16 (k slots 2t, 2t+1, 2t+8, 2t+9 of A and B alike),
-// 4..7 the second: a fixed permutation of the columns inside each 32-column
-// step, the same for every n, so no fragment shuffling is needed.
+// grid.x = ceil(out / 16); KW warps per block; NT = ceil(n / 8) x tiles; the
+// tile itself is skinny::mma_tile (gemm_skinny_tile.cuh), which the persistent
+// step kernel runs too.
 template <class T, class Y, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_mma_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                               Y* __restrict__ y, int n, int64_t in, int64_t out) {
-  constexpr int kKb = U * 32;  // columns of one warp's k-block
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t j0 = int64_t(blockIdx.x) * 16;
-  // Rows past `out` re-read the last row; their results are never stored.
-  const T* wa = w + min(j0 + g, out - 1) * in;
-  const T* wb = w + min(j0 + g + 8, out - 1) * in;
-  // x rows past n re-read row n-1 (branch-free loads); their columns are never stored.
-  const T* xr[NT];
-#pragma unroll
-  for (int q = 0; q < NT; ++q) xr[q] = x + int64_t(min(q * 8 + g, n - 1)) * in;
-  float acc[NT][4];
-#pragma unroll
-  for (int q = 0; q < NT; ++q)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[q][r] = 0.0f;
-  const int64_t nkb = (in + kKb - 1) / kKb, nfull = in / kKb;
-  // Full k-blocks take unpredicated loads (so ptxas issues all 2U of them
-  // before the first mma); the one partial k-block, always the last, masks.
-  auto kblock = [&](int64_t kb, auto tail) {
-    constexpr bool kTail = decltype(tail)::value;
-    const int64_t c0 = kb * kKb + t * 8;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 a[U], b[U];
-#pragma unroll
-    for (int s = 0; s < U; ++s) {
-      const int64_t c = c0 + s * 32;
-      a[s] = !kTail || c < in ? ld_stream(wa + c) : zero;
-      b[s] = !kTail || c < in ? ld_stream(wb + c) : zero;
-    }
-    __syncwarp();  // a scheduling fence: ptxas otherwise sinks the loads back next to their mmas
-#pragma unroll
-    for (int s = 0; s < U; ++s) {
-      const int64_t c = c0 + s * 32;
-#pragma unroll
-      for (int q = 0; q < NT; ++q) {
-        // Past the row end both operands are zero, so a NaN beyond x's row cannot leak in.
-        const uint4 xv = !kTail || c < in ? ld_x(xr[q] + c) : zero;
-        const uint32_t a0[4] = {a[s].x, b[s].x, a[s].y, b[s].y};
-        const uint32_t a1[4] = {a[s].z, b[s].z, a[s].w, b[s].w};
-        mma::mma16816<T>(acc[q], a0, xv.x, xv.y);
-        mma::mma16816<T>(acc[q], a1, xv.z, xv.w);
-      }
-    }
-  };
-  int64_t kb = warp;
-  for (; kb < nfull; kb += KW) kblock(kb, std::false_type{});
-  if (kb < nkb) kblock(kb, std::true_type{});
-  // Partial sums of the KW warps, added in warp order.
-  __shared__ float part[KW > 1 ? KW - 1 : 1][NT * 4][32];
-  if (KW > 1) {
-    if (warp > 0)
-#pragma unroll
-      for (int q = 0; q < NT; ++q)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) part[warp - 1][q * 4 + r][lane] = acc[q][r];
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int q = 0; q < NT; ++q)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        for (int v = 0; v < KW - 1; ++v) acc[q][r] += part[v][q * 4 + r][lane];
-  }
-#pragma unroll
-  for (int q = 0; q < NT; ++q)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int i = q * 8 + 2 * t + (r & 1);
-      const int64_t j = j0 + g + (r >> 1) * 8;
-      if (i < n && j < out) y[int64_t(i) * out + j] = from_f32<Y>(acc[q][r]);
-    }
+  __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
+  skinny::mma_tile<T, Y, KW, U, NT, skinny::XReadOnly>(x, in, w, y, out, n, in, out, blockIdx.x, part);
 }
 
 // ---- CUDA cores ----

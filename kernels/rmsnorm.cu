@@ -3,6 +3,7 @@
 
 #include "common.cuh"
 #include "rmsnorm.cuh"
+#include "rmsnorm_tile.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -45,54 +46,17 @@ __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x
   }
 }
 
-// Rows of a multiple of 8 elements: thread t owns the 16-byte vectors t, t + blockDim, ... (at most
-// kMaxVecs), one load and one store each; the same code for every row count, so a row's bits never
-// depend on the other rows (batch invariance).
-constexpr int kMaxVecs = 2;
+// Rows of a multiple of 8 elements: the row tile of rmsnorm_tile.cuh (shared
+// with the persistent step kernel), one block per row, blockDim.x =
+// rmsnorm_vec8_threads(d); the same code for every row count, so a row's bits
+// never depend on the other rows (batch invariance).
 template <class T>
 __global__ void rmsnorm_vec8_kernel(T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ w,
                                     T* __restrict__ out, int64_t d, float eps, bool rounded_sum) {
-  const int64_t row = blockIdx.x, nvec = d / 8;
-  const T* xr = x + row * d;
+  const int64_t row = blockIdx.x;
   T* rr = residual ? residual + row * d : nullptr;
-  float v[kMaxVecs][8];
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kMaxVecs; ++k) {
-    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    if (j >= nvec) continue;
-    load8_f32(xr + 8 * j, v[k]);
-    if (rr) {
-      float r8[8];
-      load8_f32(rr + 8 * j, r8);
-      uint4 packed;
-      T* pe = reinterpret_cast<T*>(&packed);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        v[k][e] += r8[e];
-        pe[e] = from_f32<T>(v[k][e]);
-        if (rounded_sum) v[k][e] = to_f32(pe[e]);  // what a later plain rmsnorm would load
-      }
-      *reinterpret_cast<uint4*>(rr + 8 * j) = packed;
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss = __fmaf_rn(v[k][e], v[k][e], ss);
-  }
-  ss = block_sum(ss);
-  const float r = rsqrtf(ss / float(d) + eps);
-  T* orow = out + row * d;
-#pragma unroll
-  for (int k = 0; k < kMaxVecs; ++k) {
-    const int64_t j = threadIdx.x + int64_t(k) * blockDim.x;
-    if (j >= nvec) continue;
-    float w8[8];
-    load8_f32(w + 8 * j, w8);
-    uint4 packed;
-    T* pe = reinterpret_cast<T*>(&packed);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) pe[e] = from_f32<T>(w8[e] * (v[k][e] * r));
-    *reinterpret_cast<uint4*>(orow + 8 * j) = packed;
-  }
+  rmsnorm_vec8_row<T, LoadPlain>(rr, rr, x + row * d, w, out + row * d, d, eps, rounded_sum, int(threadIdx.x),
+                                 int(blockDim.x));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -102,12 +66,10 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   TF_CHECK(p.n >= 0 && p.d > 0 && p.d <= 1024 * kMaxPerThread, "cuda::rmsnorm: bad shape n=" << p.n << " d=" << p.d);
   if (p.n == 0) return;
-  const bool vec8 = p.d % 8 == 0 && p.d / 8 <= 1024 * kMaxVecs && aligned16(p.x) && aligned16(p.weight) &&
+  const bool vec8 = p.d % 8 == 0 && p.d / 8 <= 1024 * kRmsMaxVecs && aligned16(p.x) && aligned16(p.weight) &&
                     aligned16(p.out) && (!p.residual || aligned16(p.residual));
   if (vec8) {
-    const int64_t nvec = p.d / 8;
-    const int64_t per = (nvec + 1023) / 1024;  // vectors a thread
-    const int threads = int(std::max<int64_t>(32, ((nvec + per - 1) / per + 31) / 32 * 32));
+    const int threads = rmsnorm_vec8_threads(p.d);
     TF_DISPATCH_HALF(p.dtype, T, {
       rmsnorm_vec8_kernel<T><<<unsigned(p.n), threads, 0, stream>>>(
           static_cast<T*>(p.residual), static_cast<const T*>(p.x), static_cast<const T*>(p.weight),

@@ -1,55 +1,18 @@
 #include "common.cuh"
 #include "rope.cuh"
+#include "rope_tile.cuh"
 
 namespace tf::cuda {
 namespace {
 
-// One (token, head) row: dst = rope(src). Explicitly rounded products and sums
-// (no contraction into FMAs), so every caller's bits are the same.
-template <class T>
-__device__ __forceinline__ void rotate_row(const T* src, T* dst, const float* c_row, const float* s_row, bool ok,
-                                           int64_t half) {
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    const float c = ok ? c_row[j] : NAN, s = ok ? s_row[j] : NAN;
-    const float x1 = load_f32(src + j), x2 = load_f32(src + j + half);
-    store_f32(dst + j, __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
-    store_f32(dst + j + half, __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
-  }
-}
-
 // grid.x = token, grid.y covers the heads: q heads, then k heads, then v heads
-// (when v is given); threadIdx.x runs over half the head, threadIdx.y over heads.
-// No __restrict__: q_out, k_out and v_out may be their inputs (in place).
+// (when v is given); threadIdx.x runs over half the head, threadIdx.y over
+// heads. The row itself is rope_qkv_row (rope_tile.cuh), shared with the
+// persistent step kernel. q_out, k_out and v_out may be their inputs (in place).
 template <class T>
 __global__ void rope_qkv_kernel(RopeQkvParams p) {
-  const int64_t t = blockIdx.x;
   const int64_t h = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
-  const int64_t qh = p.q_heads, kh = p.kv_heads, D = p.head_dim, half = D / 2;
-  if (h >= qh + kh + (p.v ? kh : 0)) return;
-  const int32_t r = p.rows[t];
-  const bool ok = r >= 0 && r < p.table_rows;
-  const float* c_row = p.cos + (ok ? int64_t(r) * half : 0);
-  const float* s_row = p.sin + (ok ? int64_t(r) * half : 0);
-  if (h < qh) {
-    const T* src = static_cast<const T*>(p.q) + t * p.q_ld + h * D;
-    rotate_row(src, static_cast<T*>(p.q_out) + (t * qh + h) * D, c_row, s_row, ok, half);
-    return;
-  }
-  const int64_t slot = p.slots ? int64_t(p.slots[t]) : t;
-  if (slot < 0 || slot >= p.slot_limit) return;  // never write outside the destination
-  const int64_t hk = h - qh < kh ? h - qh : h - qh - kh;
-  const int64_t dst_at = hk * p.out_head_stride + slot * p.out_slot_stride;
-  if (h < qh + kh) {
-    const T* src = static_cast<const T*>(p.k) + t * p.k_ld + hk * D;
-    rotate_row(src, static_cast<T*>(p.k_out) + dst_at, c_row, s_row, ok, half);
-    return;
-  }
-  const T* src = static_cast<const T*>(p.v) + t * p.v_ld + hk * D;
-  T* dst = static_cast<T*>(p.v_out) + dst_at;
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    dst[j] = src[j];
-    dst[j + half] = src[j + half];
-  }
+  rope_qkv_row<T, LoadPlain>(p, blockIdx.x, h, int(threadIdx.x), int(blockDim.x));
 }
 
 }  // namespace

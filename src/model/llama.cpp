@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/device.h"
+#include "model/persistent_step.h"
 #include "ops/ops.h"
 
 namespace tf {
@@ -88,6 +89,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
     graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
+    pstep_unsupported_ = persistent_step_unsupported_for(cfg_, w_, dtype_);
   }
 }
 
@@ -311,6 +313,8 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
   }
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
+  // A small model's whole step as one launch (model/persistent_step.cpp), bit-identical to what follows.
+  if (cuda && persistent_applies(n, cache)) return run_persistent(n, cache, out_from, logits_out, g);
 
   // Step fusions (model/step_fusions.h), CUDA only; each is bit-identical to
   // the ops it replaces. The stacked GEMMs serve every step of <= 32 tokens

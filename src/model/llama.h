@@ -7,6 +7,7 @@
 // come back as host f32.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -46,6 +47,12 @@ class LlamaModel {
   // bit-identical to the unfused ops. Defaults to step_fusions_default().
   void set_step_fusions(const StepFusions& f);
   const StepFusions& step_fusions() const { return fusions_; }
+  // The persistent whole-step kernel (StepFusions::persistent_step,
+  // model/persistent_step.cpp): empty when this model can take it (shapes,
+  // dtype, one rank), else why not; and how many steps it ran.
+  const std::string& persistent_step_unsupported() const { return pstep_unsupported_; }
+  int64_t persistent_steps() const { return persistent_steps_; }
+  static constexpr int64_t kPersistentMaxTokens = 8;  // = cuda::kPersistentMaxTokens
   // A cache shaped for this model (this rank's KV heads); offloaded when
   // set_kv_offload enabled it (the target's full caches: prefill snapshot,
   // top level, ar). Retrieval and draft caches are built directly, on the device.
@@ -90,6 +97,10 @@ class LlamaModel {
   // logits go to logits_out without waiting (pinned memory, read after a sync).
   void run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
                  bool capture_last_row, const GraphLaunch* g);
+  // The persistent step (model/persistent_step.cpp): whether this chunk takes
+  // it, and the chunk as one launch (inputs already uploaded).
+  bool persistent_applies(int64_t n, const FullKVCache& cache) const;
+  void run_persistent(int64_t n, FullKVCache& cache, int64_t out_from, float* logits_out, const GraphLaunch* g);
 
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   Tensor qcap_;  // CUDA: the captured query rows [layers, heads * head_dim] in dtype_, made on first use
@@ -120,6 +131,12 @@ class LlamaModel {
   bool graphs_on_ = false;
   StepGraphs graphs_;
   Tensor logits_host_, attn_ws_;
+  // persistent step: why not (empty: it can run), the device layer table, the
+  // grid barrier's words, the second residual buffer, steps run
+  std::string pstep_unsupported_ = "not a CUDA model";
+  Tensor pstep_layers_, pstep_barrier_, pstep_x_;
+  const void* pstep_layers_for_ = nullptr;
+  int64_t persistent_steps_ = 0;
 };
 
 // The process-wide default of LlamaModel::cuda_graphs() for models made after

@@ -24,6 +24,7 @@ const StepFusions& step_fusions_default() {
     d.stacked_gemms = switch_from_env("TRIFORCE_STACKED_GEMMS", d.stacked_gemms);
     d.fused_rope_kv = switch_from_env("TRIFORCE_FUSED_ROPE_KV", d.fused_rope_kv);
     d.fused_add_norm = switch_from_env("TRIFORCE_FUSED_ADD_NORM", d.fused_add_norm);
+    d.persistent_step = switch_from_env("TRIFORCE_PERSISTENT_STEP", d.persistent_step);
     return d;
   }();
   return f;

@@ -10,6 +10,11 @@
 //   fused_add_norm (TRIFORCE_FUSED_ADD_NORM): a layer's closing residual add
 //     with the next layer's RMSNorm, or the last one with the final norm, in
 //     one launch (off: add, then norm).
+//   persistent_step (TRIFORCE_PERSISTENT_STEP, off by default): a whole step
+//     of 1..8 tokens of a small model (hidden <= 2048, one rank, the cache on
+//     the device) as one persistent kernel (kernels/persistent_step.cuh), which
+//     runs the per-op kernels' tiles with grid barriers between them; it
+//     replaces the other three where it applies and gives their bits.
 #pragma once
 
 namespace tf {
@@ -18,6 +23,7 @@ struct StepFusions {
   bool stacked_gemms = true;
   bool fused_rope_kv = true;
   bool fused_add_norm = true;
+  bool persistent_step = false;
 };
 
 // The defaults of models made in this process: every fusion on, unless its

@@ -21,7 +21,11 @@
 // time is the full latency a caller sees (launches included), after warm-up;
 // step_ms is the median over the iterations. The counters stacked / rope_kv /
 // add_norm show the step fusions in force (TRIFORCE_STACKED_GEMMS,
-// TRIFORCE_FUSED_ROPE_KV, TRIFORCE_FUSED_ADD_NORM).
+// TRIFORCE_FUSED_ROPE_KV, TRIFORCE_FUSED_ADD_NORM); persistent shows the
+// switch of the persistent whole-step kernel (TRIFORCE_PERSISTENT_STEP) and
+// persistent_used whether the timed steps took it (a small model, n <= 8).
+// BM_Verify135M and BM_DraftVerify68M are the small models' verification
+// shapes (n = 3 and 5 tokens).
 //
 // Per-kernel times: the timed iterations (not the model setup or the warm-up)
 // run between cudaProfilerStart and cudaProfilerStop, and TRIFORCE_BENCH_STEPS=N
@@ -29,7 +33,9 @@
 //   TRIFORCE_BENCH_STEPS=1 ncu --clock-control none --profile-from-start off \
 //     --metrics gpu__time_duration.sum --print-summary per-kernel \
 //     bench_model_gpu --benchmark_filter='BM_RetrievalStep7B/4099/0/3'
-// prints the microseconds of each kernel of one eager 7B retrieval step.
+// prints the microseconds of each kernel of one eager 7B retrieval step; with
+// TRIFORCE_PERSISTENT_STEP=1 and filter 'BM_Step135M/256/0' the one launch of
+// the persistent step (persistent_step_kernel) is the whole step.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -48,6 +54,7 @@
 #include "attention_prefill.cuh"
 #include "attention_prefill_cudnn.cuh"
 #include "gemm.cuh"
+#include "persistent_step.cuh"
 #endif
 
 using namespace tf;
@@ -120,6 +127,7 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
   state.counters["stacked"] = m.step_fusions().stacked_gemms;
   state.counters["rope_kv"] = m.step_fusions().fused_rope_kv;
   state.counters["add_norm"] = m.step_fusions().fused_add_norm;
+  state.counters["persistent"] = m.step_fusions().persistent_step;
 }
 
 // Claim `len` slots (positions 0..len-1) without computing them: a step's cost
@@ -149,6 +157,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
     cache.truncate(ctx - n_tokens);
   }
   std::vector<double> times;
+  const int64_t persistent_before = l.model->persistent_steps();
   profile_begin();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -168,6 +177,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.counters["x_floor"] = median_s / floor_s;  // 1.0 = at the bandwidth floor
   state.counters["graphs"] = graphs ? 1 : 0;
   state.counters["replays"] = double(l.model->step_graphs().replays());
+  state.counters["persistent_used"] = l.model->persistent_steps() > persistent_before ? 1 : 0;
   fusion_counters(state, *l.model);
   state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager"));
 }
@@ -236,6 +246,62 @@ void prefill(benchmark::State& state, const std::string& name) {
 #endif
 }
 
+// The persistent step's phases (TRIFORCE_PERSISTENT_STEP's kernel, forced on
+// here): block 0's clock after each grid barrier, summed per phase kind over
+// the layers (us_qkv, us_attn, ...: a phase's work plus the barrier after it),
+// of the last of the timed eager steps. Not a latency benchmark (the stamps
+// cost a little); it says where the step's time goes.
+void phases(benchmark::State& state, const std::string& name, int64_t n_tokens, int64_t capacity = 0) {
+#ifdef TRIFORCE_HAVE_CUDA
+  Loaded& l = get(name);
+  const StepFusions saved = l.model->step_fusions();
+  StepFusions f = saved;
+  f.persistent_step = true;
+  l.model->set_step_fusions(f);
+  l.model->set_cuda_graphs(false);
+  const int64_t ctx = state.range(0);
+  FullKVCache& cache = cache_of(l, capacity);
+  set_length(cache, ctx - n_tokens);
+  std::vector<int32_t> toks(static_cast<size_t>(n_tokens), 17);
+  std::vector<int64_t> pos(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) pos[size_t(i)] = ctx - n_tokens + i;
+  for (int i = 0; i < 3; ++i) {
+    l.model->forward(toks, pos, cache, n_tokens);
+    cache.truncate(ctx - n_tokens);
+  }
+  cuda::set_persistent_step_profiling(true);
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    l.model->forward(toks, pos, cache, n_tokens);
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cache.truncate(ctx - n_tokens);
+  }
+  cuda::set_persistent_step_profiling(false);
+  for (const auto& ph : cuda::persistent_step_profile()) state.counters[std::string("us_") + ph.name] = ph.us;
+  state.counters["grid"] = cuda::persistent_step_last_grid();
+  state.counters["fused_attn"] = cuda::persistent_step_fused_attention();
+  state.counters["persistent_used"] = l.model->persistent_steps() > 0 ? 1 : 0;
+  l.model->set_step_fusions(saved);
+  state.SetLabel(name + " n=" + std::to_string(n_tokens) + " persistent phases");
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+
+// One grid barrier of the persistent kernel alone (a grid of range(0) blocks per SM).
+void BM_PersistentBarrier(benchmark::State& state) {
+#ifdef TRIFORCE_HAVE_CUDA
+  double us = 0;
+  for (auto _ : state) {
+    us = cuda::persistent_barrier_us(10000, int(state.range(0)));
+    state.SetIterationTime(us * 1e-6);
+  }
+  state.counters["barrier_us"] = us;
+#else
+  state.SkipWithError("built without CUDA");
+#endif
+}
+
 // The retrieval level's cache: budget 4096 + gamma 6 slots (+1 for the bonus token).
 constexpr int64_t kRetrievalBudget = 4096, kGamma = 6;
 // The draft's StreamingLLM cache: 16 sinks + 234 window (+ gamma for the block).
@@ -253,6 +319,12 @@ void BM_Decode8B_GQA(benchmark::State& s) { step(s, "synthetic:llama3.1-8b", 1);
 // SmolLM2-135M, the default model's shape: a step at a short context and at
 // 6478 slots (the long default prompt).
 void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1); }
+// Their verification shapes: n = state.range(2) tokens (3: TriForce's middle
+// level verifying the draft's 2; 5: a longer block).
+void BM_Verify135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", s.range(2)); }
+void BM_DraftVerify68M(benchmark::State& s) { step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma); }
+void BM_Phases135M(benchmark::State& s) { phases(s, "synthetic:smollm2-135m", s.range(1)); }
+void BM_Phases68M(benchmark::State& s) { phases(s, "synthetic:llama-68m", s.range(1), kDraftCache + kGamma); }
 
 }  // namespace
 
@@ -277,5 +349,11 @@ BENCHMARK(BM_Prefill8B_GQA)
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+// Arguments: context, tokens.
+BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+BENCHMARK(BM_PersistentBarrier)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(3);
 
 BENCHMARK_MAIN();

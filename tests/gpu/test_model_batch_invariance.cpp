@@ -4,7 +4,9 @@
 // (thousands of slots, many attention splits), on SmolLM2-135M's real weights
 // when the default GGUF is cached and on its synthetic shape, with the stacked
 // GEMMs and without them, graphs on and off, and the step fusions
-// (model/step_fusions.h) all on and all off.
+// (model/step_fusions.h) all on and all off, and with the persistent
+// whole-step kernel (StepFusions::persistent_step: decode and 7-token verify
+// both take it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,20 +66,25 @@ void check(const ModelConfig& cfg, LlamaWeights w, const std::string& name) {
     LlamaWeights ws = w;
     if (!stacked)
       for (auto& L : ws.layers) L.wqkv = Tensor(), L.w_gate_up = Tensor();
-    for (bool fused : {true, false}) {
+    for (int mode : {0, 1, 2}) {  // the step fusions all on, all off, the persistent step
+      const bool fused = mode != 1, persistent = mode == 2;
       if (!stacked && !fused) continue;  // without stacked weights only the other two switches act
+      if (!stacked && persistent) continue;  // it needs the stacked weights
       for (bool graphs : {true, false}) {
         LlamaModel m(cfg, ws, 512);
         m.set_cuda_graphs(graphs);
-        m.set_step_fusions(fused ? StepFusions{true, true, true} : StepFusions{false, false, false});
+        StepFusions f = fused ? StepFusions{true, true, true} : StepFusions{false, false, false};
+        f.persistent_step = persistent;
+        m.set_step_fusions(f);
         for (int64_t prompt : {1000, 6478}) {
           const Mismatch r = decode_vs_verify(m, prompt, 70);
-          std::printf("[ invariance ] %s stacked=%d fusions=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
-                      name.c_str(), int(stacked), int(fused), int(graphs), (long long)prompt, (long long)r.rows,
-                      (long long)r.first, r.max_abs);
-          EXPECT_EQ(r.rows, 0) << name << " stacked=" << stacked << " fusions=" << fused << " graphs=" << graphs
-                               << " prompt " << prompt;
+          std::printf("[ invariance ] %s stacked=%d fusions=%d persistent=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
+                      name.c_str(), int(stacked), int(fused), int(persistent), int(graphs), (long long)prompt,
+                      (long long)r.rows, (long long)r.first, r.max_abs);
+          EXPECT_EQ(r.rows, 0) << name << " stacked=" << stacked << " fusions=" << fused << " persistent=" << persistent
+                               << " graphs=" << graphs << " prompt " << prompt;
         }
+        if (persistent) EXPECT_GT(m.persistent_steps(), 0) << name << ": the persistent step never ran";
       }
     }
   }

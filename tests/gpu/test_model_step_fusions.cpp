@@ -4,6 +4,9 @@
 // of calls: a chunked prefill (n > 32: the fused RoPE + KV write also runs
 // there), steps of 1, 2, 3, 7 and 32 tokens, a call that returns only its last
 // row (the fused final norm covers every row), a rollback and steps again.
+// The persistent whole-step kernel (StepFusions::persistent_step) too: on with
+// every switch off and with every switch on (its steps of <= 8 tokens, the
+// per-op path with those switches for the 20-, 32- and 700-token calls).
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
 // llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
 // 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
@@ -43,17 +46,20 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
   ref.set_cuda_graphs(false);
   ref.set_step_fusions(StepFusions{false, false, false});
   const std::vector<Tensor> want = run_sequence(ref);
+  for (bool persistent : {false, true})
   for (int bits = 0; bits < 8; ++bits)
     for (bool graphs : {false, true}) {
       StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
-      if (bits == 0 && !graphs) continue;  // the reference itself
+      f.persistent_step = persistent;
+      if (bits == 0 && !graphs && !persistent) continue;  // the reference itself
+      if (persistent && bits != 0 && bits != 7) continue;
       LlamaModel m(cfg, w, 512);
       m.set_cuda_graphs(graphs);
       m.set_step_fusions(f);
       const std::vector<Tensor> got = run_sequence(m);
       const std::string what = name + " stacked=" + std::to_string(f.stacked_gemms) + " rope_kv=" +
                                std::to_string(f.fused_rope_kv) + " add_norm=" + std::to_string(f.fused_add_norm) +
-                               " graphs=" + std::to_string(graphs);
+                               " graphs=" + std::to_string(graphs) + " persistent=" + std::to_string(persistent);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
@@ -63,6 +69,8 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
             << what << ": call " << i << " differs from the unfused forward";
       }
       if (graphs) EXPECT_GT(m.step_graphs().replays(), 0) << what << ": no graph was replayed";
+      if (persistent && m.persistent_step_unsupported().empty())
+        EXPECT_GT(m.persistent_steps(), 0) << what << ": the persistent step never ran";
     }
 }
 
