@@ -38,7 +38,10 @@ std::string persistent_step_unsupported_for(const ModelConfig& cfg, const LlamaW
 }
 
 bool LlamaModel::persistent_applies(int64_t n, const FullKVCache& cache) const {
-  return device_ == Device::CUDA && fusions_.persistent_step && pstep_unsupported_.empty() &&
+  // Eager steps only: on the H200 the cooperative launch was not replayed from the step graphs, and the
+  // graph-replayed per-op step (0.80 ms for SmolLM2-135M) beat the persistent one (1.09 ms);
+  // results/h200/step-latency/persistent.md.
+  return device_ == Device::CUDA && fusions_.persistent_step && !graphs_on_ && pstep_unsupported_.empty() &&
          n <= kPersistentMaxTokens && n <= qkv_.shape[0] && !capture_q_ && !cache.offloaded() && !proj32_.data;
 }
 

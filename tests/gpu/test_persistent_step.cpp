@@ -1,6 +1,6 @@
 // The persistent whole-step kernel (kernels/persistent_step.cuh, ctest label
 // gpu) against the per-op CUDA path, bit for bit: for every step of n = 1..8
-// tokens at cache lengths 1, 17, 511 and 4099, both dtypes, graphs on and off,
+// tokens at cache lengths 1, 17, 511 and 4099, both dtypes, eager (the model takes the per-op path when step graphs are on),
 // the logits of every row and the K/V the step wrote into every layer of the
 // cache are the per-op path's bits. The new slots are NaN-poisoned before each
 // step, so a K/V row the kernel forgot to write cannot pass. Shapes: the
@@ -121,7 +121,8 @@ std::string first_logit_diff(const Tensor& a, const Tensor& b) {
 void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name0,
            std::vector<int64_t> lengths = {1, 17, 511, 4099}, bool head_in_kernel = true) {
   for (bool fused : {true, false})
-  for (bool graphs : {false, true}) {
+  // Eager only: with step graphs on, the model takes the per-op path (persistent_applies).
+  for (bool graphs : {false}) {
 #ifdef TRIFORCE_HAVE_CUDA
     cuda::set_persistent_step_fused_attention(fused);
     cuda::set_persistent_step_lm_head(head_in_kernel);
