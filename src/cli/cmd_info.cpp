@@ -29,7 +29,7 @@ int cmd_info(const std::vector<std::string>& args) {
       "method whose caches the plan includes (ar | spec | retrieval | streaming-hier | triforce | ngram-triforce)")(
       "budget", po::value<int64_t>()->default_value(4096), "retrieval budget for the plan")(
       "chunk-size", po::value<int64_t>()->default_value(8), "retrieval chunk size for the plan")(
-      "max-chunk", po::value<int64_t>()->default_value(0), "prefill chunk (0: 512 on CPU, 2048 on CUDA)")(
+      "max-chunk", po::value<int64_t>()->default_value(0), "prefill chunk (0: 512 on CPU, 8192 on CUDA)")(
       "tp", po::value<int64_t>()->default_value(1), "tensor-parallel ranks (per-rank plan)");
   add_offload_options(desc);
   po::variables_map vm;
@@ -73,7 +73,7 @@ int cmd_info(const std::vector<std::string>& args) {
            "--on-chip-layers: " << on_chip << " needs --offload-kv and a value in [0, " << c.num_layers << "]");
   pr.offload_kv = offload;
   pr.on_chip_layers = on_chip;
-  pr.max_chunk = mc > 0 ? mc : offload ? kOffloadPrefillChunk : (pr.device == Device::CUDA ? 2048 : 512);
+  pr.max_chunk = mc > 0 ? mc : offload ? kOffloadPrefillChunk : (pr.device == Device::CUDA ? kCudaPrefillChunk : 512);
   const std::string method = vm["method"].as<std::string>();
   pr.retrieval = method == "triforce" || method == "retrieval" || method == "ngram-triforce";
   pr.budget = vm["budget"].as<int64_t>();

@@ -79,7 +79,7 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
 #endif
   const int64_t chunk = dev.max_chunk > 0             ? dev.max_chunk
                         : dev.offload.enabled           ? kOffloadPrefillChunk
-                        : dev.device == Device::CUDA    ? 2048
+                        : dev.device == Device::CUDA    ? kCudaPrefillChunk
                                                         : 512;
   PlanRequest pr = dev.plan;
   pr.device = dev.device;
