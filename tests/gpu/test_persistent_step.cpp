@@ -238,6 +238,7 @@ TEST(PersistentStep, GreedySpeculationEqualsAr) {
   const LlamaWeights w = synthetic_weights(cfg, Device::CUDA, DType::BF16, 3);
   LlamaModel target(cfg, w, 512), perop(cfg, w, 512);
   perop.set_step_fusions(fusions(false));
+  target.set_cuda_graphs(false);  // the persistent step serves eager steps only (persistent_applies)
   const std::vector<int32_t> prompt = tokens_for(400, cfg.vocab_size, 7);
   speculative::MethodRequest req;
   req.max_new_tokens = 64;
