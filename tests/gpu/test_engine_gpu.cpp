@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "default_model_path.h"
 #include "../unit/tiny_model.h"
 #include "core/device.h"
 #include "io/npy.h"
@@ -25,8 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::unique_ptr<LlamaModel> smollm2_on_gpu(bool& real) {
-  const char* home = std::getenv("HOME");
-  const std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = default_model_gguf();
   real = fs::exists(path);
   if (real) {
     Checkpoint ck = open_checkpoint(path);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "default_model_path.h"
 #include "core/device.h"
 #include "model/checkpoint.h"
 #include "model/llama.h"
@@ -100,8 +101,7 @@ TEST(ModelBatchInvariance, VerifyRowsEqualDecodeStepsSyntheticSmolLM2) {
 
 TEST(ModelBatchInvariance, VerifyRowsEqualDecodeStepsSmolLM2) {
   REQUIRE_DEVICE();
-  const char* home = std::getenv("HOME");
-  const std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = default_model_gguf();
   if (!fs::exists(path)) GTEST_SKIP() << "the default model is not cached";
   Checkpoint ck = open_checkpoint(path);
   for (DType dt : {DType::BF16, DType::F16})

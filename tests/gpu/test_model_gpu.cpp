@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "default_model_path.h"
 #include "core/device.h"
 #include "io/npy.h"
 #include "model/checkpoint.h"
@@ -156,8 +157,7 @@ TEST(ModelGpu, CacheCopyIsDeepAndRollbackReplays) {
 TEST(ModelGpu, SmolLM2GreedyAndLogits) {
   REQUIRE_DEVICE();
   const std::string dir = kFixtures + "/smollm2";
-  const char* home = std::getenv("HOME");
-  const std::string model = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string model = default_model_gguf();
   if (!fs::exists(model)) GTEST_SKIP() << "no " << model;
   Checkpoint ck = open_checkpoint(model);
   const LlamaWeights host = LlamaWeights::load(*ck.weights, ck.config);

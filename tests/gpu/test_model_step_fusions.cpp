@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "default_model_path.h"
 #include "core/device.h"
 #include "model/checkpoint.h"
 #include "model/llama.h"
@@ -96,8 +97,7 @@ TEST(ModelStepFusions, EveryCombinationBitIdenticalSyntheticLlama31_8B) {
 
 TEST(ModelStepFusions, EveryCombinationBitIdenticalSmolLM2F16) {
   REQUIRE_DEVICE();
-  const char* home = std::getenv("HOME");
-  const std::string path = std::string(home ? home : "") + "/.cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = default_model_gguf();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "the default model is not cached";
   Checkpoint ck = open_checkpoint(path);
   check(ck.config, upload_weights(LlamaWeights::load(*ck.weights, ck.config), Device::CUDA, DType::F16), "SmolLM2 f16");

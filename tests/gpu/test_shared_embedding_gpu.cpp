@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "default_model_path.h"
 #include "core/device.h"
 #include "model/checkpoint.h"
 #include "model/llama.h"
@@ -65,9 +66,7 @@ TEST(SharedEmbeddingGpu, BorrowsTheDeviceEmbedding) {
 
 TEST(SharedEmbeddingGpu, DefaultDraftGreedyEqualsAr) {
   REQUIRE_DEVICE();
-  const char* home = std::getenv("HOME");
-  const fs::path model = std::getenv("TRIFORCE_CACHE") ? fs::path(std::getenv("TRIFORCE_CACHE")) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-                                                       : fs::path(home ? home : "") / ".cache/triforce/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const fs::path model = default_model_gguf();
   if (!fs::exists(model)) GTEST_SKIP() << model << " is missing";
   auto t = load(model, Device::CUDA, DType::BF16);
   std::vector<int32_t> prompt;
