@@ -25,6 +25,14 @@ void ModelRunner::load_prefix(const FullKVCache& src, const std::vector<int32_t>
   cached_.assign(tokens);
 }
 
+void ModelRunner::absorb(const std::vector<int32_t>& seq) {
+  rollback_to(seq);
+  if (cached_.size() >= seq.size()) return;
+  std::vector<int32_t> fresh(seq.begin() + int64_t(cached_.size()), seq.end());
+  model_->forward(fresh, cache_, 0);
+  cached_.append(fresh.begin(), fresh.end());
+}
+
 void ModelRunner::last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q) {
   TF_CHECK(!context.empty(), "ModelRunner::last_query: empty context");
   rollback_to(context);

@@ -62,6 +62,8 @@ class ModelRunner : public Verifier {
   // Start from an existing cache holding `tokens` (its first tokens.size()
   // slots; e.g. the target's prefill, or its first layers for a layer-skip model).
   void load_prefix(const FullKVCache& src, const std::vector<int32_t>& tokens);
+  // Forwards the tokens of seq its cache lacks, without logits (a draft model's own prefill of the prompt).
+  void absorb(const std::vector<int32_t>& seq);
   // The post-RoPE query of context's last token per layer (for re-retrieval);
   // the cache then holds all of context.
   void last_query(const std::vector<int32_t>& context, std::vector<std::vector<float>>& q);

@@ -473,6 +473,11 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
           // The target's first K layers on the same inputs: their K/V is the snapshot's.
           ScopedPhase t(clock, out.times.setup);
           r->load_prefix(snapshot->cache(), std::vector<int32_t>(prompt.begin(), prompt.begin() + head));
+        } else if (head > 0) {
+          // Another model's own prefill of the prompt, as its own phase (as the StreamingLLM drafter's): left
+          // to the first proposal, it was charged to the decode and grew its ms/token with the context.
+          ScopedPhase t(clock, out.times.draft_prefill);
+          r->absorb(std::vector<int32_t>(prompt.begin(), prompt.begin() + head));
         }
         v = std::move(r);
       } else if (l.cache == LevelSpec::Cache::retrieval) {
