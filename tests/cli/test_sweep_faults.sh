@@ -13,18 +13,9 @@ bin=$1; fixtures=$2
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d); trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 cfg=(--config configs/sweeps/ci-smoke.ini --quiet)
-fail() { echo "FAIL: $*"; exit 1; }
 list() { "$bin" merge --check --list --quiet "$1" | sort; }
 sum() { sha256sum "$1" | cut -d' ' -f1; }
-# expect_error <text> <command...>: exit 1 (not a signal), one line on stderr containing text.
-expect_error() {
-  local want=$1; shift
-  local rc=0
-  "$@" 2>"$tmp/err" >/dev/null || rc=$?
-  [[ $rc -eq 1 ]] || fail "exit $rc (expected 1) from: $*; stderr: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "expected '$want' from: $*; got: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "not one line: $(cat "$tmp/err")"
-}
+source tests/cli/expect_error.sh  # the working folder is the repository root (cd above)
 
 "$bin" sweep "${cfg[@]}" --out "$tmp/ref.h5"
 list "$tmp/ref.h5" >"$tmp/ref.txt"

@@ -5,16 +5,7 @@ set -eu
 bin=$1; fixtures=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 m=$fixtures/hf/gqa_f32
-fail() { echo "FAIL: $*"; exit 1; }
-expect_error() {  # <expected text> <command...>
-  local want=$1; shift
-  local rc=0
-  "$@" 2>"$tmp/err" >/dev/null || rc=$?
-  [[ $rc -eq 1 ]] || fail "exit $rc (expected 1) from: $*; stderr: $(cat "$tmp/err")"
-  grep -qF -- "$want" "$tmp/err" || fail "expected '$want' from: $*; got: $(cat "$tmp/err")"
-  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "not one line: $(cat "$tmp/err")"
-  echo "ok: $(cat "$tmp/err")"
-}
+source "$(dirname "$0")/expect_error.sh"
 gen=("$bin" generate --target "$m" --max-new-tokens 2 --prompt-tokens)
 printf '1\nx\n' >"$tmp/word.txt"
 printf '5\n4294967296\n' >"$tmp/wide.txt"
