@@ -17,6 +17,10 @@ char g_message[2][1200];
 volatile sig_atomic_t g_current = 0;
 char g_out[1024];
 char g_tmp[1040];
+// A process-directed signal can land on another thread (MPI's, the sanitizer's), which the saving thread's
+// mask does not cover: such a handler leaves the signal pending until the save is done.
+volatile sig_atomic_t g_saving = 0;
+volatile sig_atomic_t g_pending = 0;
 
 void put(const char* s) {
   const ssize_t w = ::write(STDERR_FILENO, s, std::strlen(s));
@@ -24,6 +28,10 @@ void put(const char* s) {
 }
 
 void on_signal(int sig) {
+  if (g_saving) {
+    g_pending = sig;
+    return;
+  }
   put(sig == SIGINT ? "triforce: sweep interrupted (SIGINT): "
       : sig == SIGTERM ? "triforce: sweep interrupted (SIGTERM): "
                        : "triforce: sweep interrupted (SIGHUP): ");
@@ -62,8 +70,16 @@ DeferSignals::DeferSignals() {
   sigemptyset(&set);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
   ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  g_saving = 1;
 }
 
-DeferSignals::~DeferSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+DeferSignals::~DeferSignals() {
+  g_saving = 0;
+  ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  if (const int sig = g_pending) {
+    g_pending = 0;
+    ::raise(sig);
+  }
+}
 
 }  // namespace tf::sweep
