@@ -2,7 +2,10 @@
 # Builds triforce on the lent H200 machine (Ubuntu 24.04 image with CUDA, MPI, HDF5, NCCL, GTest and Google
 # Benchmark, but no Boost.Program_options). Boost 1.74 comes as Debian packages carried in .deps/ (fetched on the
 # development machine with `apt-get download libboost1.74-dev libboost-program-options1.74-dev
-# libboost-program-options1.74.0`), unpacked into a private prefix, never over /.
+# libboost-program-options1.74.0`), unpacked into a private prefix, never over /. To keep a call's carried files
+# small, `.deps/boost-po-1.74.tar.xz` (0.5 MB) may replace the three packages (9.8 MB): the headers that
+# <boost/program_options.hpp> includes (`g++ -M`) plus boost/version.hpp and libboost_program_options, taken from
+# the unpacked packages.
 # cuDNN's fused prefill attention needs the header-only cudnn-frontend in .deps/cudnn-frontend/include (fetched on
 # the development machine: `pip download nvidia-cudnn-frontend==1.16.0 --no-deps`, then the wheel's include/ folder
 # unzipped there); the image has libcudnn9-dev (9.14). Without it the build goes on with our kernels only.
@@ -13,9 +16,14 @@ build=${1:-build-h200}
 shift || true
 deps=/opt/tfdeps
 if [[ ! -f $deps/usr/include/boost/program_options.hpp ]]; then
-  compgen -G ".deps/*.deb" >/dev/null || { echo "build.sh: no Boost packages in .deps/ (carry them)" >&2; exit 1; }
   mkdir -p $deps
-  for f in .deps/*.deb; do dpkg -x "$f" $deps; done
+  if compgen -G ".deps/boost-po-*.tar.xz" >/dev/null; then
+    for f in .deps/boost-po-*.tar.xz; do tar -xJf "$f" -C $deps; done
+  elif compgen -G ".deps/*.deb" >/dev/null; then
+    for f in .deps/*.deb; do dpkg -x "$f" $deps; done
+  else
+    echo "build.sh: no Boost in .deps/ (carry boost-po-*.tar.xz or the .deb files)" >&2; exit 1
+  fi
 fi
 cudnn=()
 if [[ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]]; then
