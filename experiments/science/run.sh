@@ -7,7 +7,7 @@
 #   experiments/science/run.sh OUT_DIR [--device cuda|cpu] [--quick] [--dry-run] [--triforce BIN]
 #       [--model GGUF] [--books DIR] [--rows N] [--new N]
 #
-# --quick: a tiny grid (contexts 256/512, 2 prompts, 16 new tokens) that proves the pipeline on the CPU.
+# --quick: a tiny grid (contexts 128/256, 2 prompts, 8 new tokens) that proves the pipeline on the CPU.
 # --dry-run: every sweep's --dry-run, the number of runs and a time estimate; runs nothing.
 # A rerun resumes (each sweep skips the runs its file holds). Exit status: non-zero if any sweep failed.
 set -euo pipefail
@@ -37,11 +37,11 @@ mkdir -p "$out/logs"
 # The grid. Full: contexts 1024..7680 (the model's 8192 includes the new tokens), 5 prompts (one window
 # of every book's held-out part), 128 new tokens. Quick: the same sweeps shrunk.
 if [[ $quick == 1 ]]; then
-  contexts=(256 512) rows=${rows:-2} new=${new:-16}
-  budget_list() { echo 32,128; }
-  chunk_args=(--context 512 --budget 64 --chunk-size 1,8,32)
-  gamma_args=(--context 512 --budget 64 --gamma1 1,2 --gamma2 2,6)
-  policy_args=(--context 256,512 --budget 64)
+  contexts=(128 256) rows=${rows:-2} new=${new:-8}
+  budget_list() { echo 32,64; }
+  chunk_args=(--context 256 --budget 64 --chunk-size 1,8)
+  gamma_args=(--context 256 --budget 64 --gamma1 1,2 --gamma2 2,4)
+  policy_args=(--context 256 --budget 64)
 else
   contexts=(1024 2048 4096 7680) rows=${rows:-5} new=${new:-128}
   budget_list() {  # 64 .. context/2 in powers of 2
@@ -87,9 +87,10 @@ sweep() {  # sweep NAME FILE-STEM args...
   fi
 }
 for c in "${contexts[@]}"; do sweep budget "science-budget-c$c" --context "$c" --budget "$(budget_list "$c")"; done
+# Most telling first: a run cut short by a time limit keeps the budget and policy files (a rerun resumes).
+sweep policy science-policy "${policy_args[@]}"
 sweep chunk science-chunk "${chunk_args[@]}"
 sweep gamma science-gamma "${gamma_args[@]}"
-sweep policy science-policy "${policy_args[@]}"
 
 if [[ $dry == 1 ]]; then
   # A run of 128 new tokens is ~0.2-0.5 s on the H200 (SmolLM2 step ~1 ms; speculative methods are slower
