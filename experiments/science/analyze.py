@@ -29,6 +29,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 # The paper's numbers (/work/shared/reference/triforce.md; Llama2-7B-128K, 122,880-token prompts, A100).
 PAPER_CONTEXT = 122880
@@ -120,6 +121,12 @@ def who(runs):
         ", ".join(dev), "SIMULATED acceptance" if sim else "real runs")
 
 
+def plain_log_x(a, base=10):
+    a.set_xscale("log", base=base)
+    a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    a.xaxis.set_minor_formatter(NullFormatter())
+
+
 def temps(runs):
     return sorted({r["temperature"] for r in runs})
 
@@ -156,8 +163,9 @@ def fig_budget(runs, out, md):
                    label="[dev] A100, T = 0.6")
     ax[0][-1].set_title("paper: Llama2-7B-128K, 122,880 tokens\n\"rises up to 4K, then plateaus\" (Fig. 6a)")
     for a in ax.flat:
-        a.set_xscale("log")
-        a.set_xlabel("budget, % of the context")
+        plain_log_x(a)
+        a.axvline(100.0 * 4096 / PAPER_CONTEXT, color="C3", lw=0.8, ls=":")  # the paper's 4K of 122,880
+        a.set_xlabel("budget, % of the context (dotted: the paper's 4K of 122,880)")
         a.legend(fontsize=7)
         a.grid(alpha=0.3)
     fig.suptitle("Fig. 6a: acceptance against the retrieval budget (chunk 8, gamma (2, 6)); " + who(runs), fontsize=9)
@@ -208,7 +216,7 @@ def fig_chunk(runs, out, md):
     ax[0][1].set_title("paper: budget 4096 of 122,880 (Fig. 6b: small chunks overfit\n"
                        "single tokens, large chunks dilute the score; 8 is the default)")
     for a in ax.flat:
-        a.set_xscale("log", base=2)
+        plain_log_x(a, base=2)
         a.set_xlabel("chunk size (tokens)")
         a.legend(fontsize=7)
         a.grid(alpha=0.3)
