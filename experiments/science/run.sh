@@ -63,7 +63,10 @@ fi
 
 # The middle level must not collapse when its budget covers the context (a later triforce option).
 extra=()
-"$bin" sweep --help 2>&1 | grep -q -- '--full-hierarchy' && extra+=(--full-hierarchy)
+help=$("$bin" sweep --help 2>&1 || true)
+if [[ $help =~ --full-hierarchy\ +arg ]]; then extra+=(--full-hierarchy 1)
+elif [[ $help == *--full-hierarchy* ]]; then extra+=(--full-hierarchy)
+fi
 [[ $dry == 1 ]] && extra+=(--dry-run)
 
 failed=() total_runs=0
