@@ -40,7 +40,7 @@ if [[ $quick == 1 ]]; then
   contexts=(128 256) rows=${rows:-2} new=${new:-8}
   budget_list() { echo 32,64; }
   chunk_args=(--context 256 --budget 64 --chunk-size 1,8)
-  gamma_args=(--context 256 --budget 64 --gamma1 1,2 --gamma2 2,4)
+  gamma_args=(--context 256 --budget 64 --gamma1 1,2 --gamma2 2,6)
   policy_args=(--context 256 --budget 64)
 else
   contexts=(1024 2048 4096 7680) rows=${rows:-5} new=${new:-96}
