@@ -53,7 +53,7 @@ const char* kBudgetHelp =
 
 const char* kWindowHelp =
     "draft StreamingLLM recent window W. Default: the paper's 256-slot draft cache (16 + 234 at gamma2 = 6) "
-    "scaled to the budget: max(chunk, min(256, B) - sink - gamma_top)";
+    "at any prompt length: max(chunk, 256 - sink - gamma_top)";
 
 const char* kSimulateHelp =
     "systems studies: accept each drafted token with probability A (a Philox stream of its own per level), "
@@ -118,6 +118,11 @@ void print_levels(const speculative::MethodOutcome& o) {
                  o.resolved.draft_choice == "trained"     ? "the trained default draft for this target"
                  : o.resolved.draft_choice == "layerskip" ? "default: no trained draft for this target"
                                                           : "--draft");
+  for (const auto& c : o.resolved.collapsed_levels)
+    std::fprintf(stderr,
+                 "  [%s] level %s dropped: its budget covers the whole context, so it would compute the target's "
+                 "own distribution at the target's cost (--full-hierarchy keeps it)\n",
+                 o.method.c_str(), c.c_str());
   for (const auto& l : o.levels) {
     std::fprintf(stderr, "  [%s level %d: %s, gamma %lld] alpha %.3f, tau %.2f over %lld steps", o.method.c_str(),
                  l.level, l.spec.c_str(), (long long)l.gamma, l.alpha, l.tau, (long long)l.steps);
@@ -163,6 +168,9 @@ int cmd_generate(const std::vector<std::string>& args) {
       "reretrieve", po::value<std::string>()->default_value("never"),
       "when a retrieval level rebuilds its cache: never | every:N (generated tokens) | below:A (rolling acceptance)")(
       "simulate-acceptance", po::value<std::string>(), kSimulateHelp)(
+      "full-hierarchy", po::bool_switch(),
+      "keep a middle target@retrieval level even when its budget covers the whole context (by default it is "
+      "dropped: it would compute the target's own distribution at the target's cost)")(
       "verbose", po::bool_switch(), "color tokens: accepted draft green, resampled yellow, bonus blue")(
       "ignore-eos", po::bool_switch(), "do not stop at the end-of-sequence token")(
       "json", po::bool_switch(), "print one JSON object with the result as the last line")(
@@ -211,6 +219,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   req.window = vm["window"].as<int64_t>();
   req.reretrieve = vm["reretrieve"].as<std::string>();
   speculative::ReretrievePolicy::parse(req.reretrieve);
+  req.full_hierarchy = vm["full-hierarchy"].as<bool>();
   TF_CHECK(req.budget >= 0, "--budget: expected a positive multiple of --chunk-size (0 = default), got " << req.budget);
   TF_CHECK(req.window >= 0, "--window: expected at least 1 (0 = default), got " << req.window);
   if (vm.count("gammas")) req.gammas = parse_gammas(vm["gammas"].as<std::string>());

@@ -279,6 +279,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   if (!vm["ignore-eos"].as<bool>()) ro.stop_ids = s.config().eos_token_ids;
   ro.shard = shard.index;
   ro.target_path = path;
+  ro.full_hierarchy = vm["full-hierarchy"].as<bool>();
   ro.progress = !quiet && writer_rank;
   if (writer_rank) ro.on_saved = [](int64_t runs) { sweep::set_interrupt_note_runs(runs); };
   // Kernels run asynchronously: without a sync before each clock read a phase that only launches

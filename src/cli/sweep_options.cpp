@@ -46,6 +46,9 @@ void add_sweep_options(po::options_description& desc) {
       "shard", po::value<std::string>()->default_value("0/1"), "run shard I of N of the grid (I/N)")(
       "dry-run", po::bool_switch(), "print the grid, the memory plan and a time estimate; run nothing")(
       "quiet", po::bool_switch(), "no progress lines")(
+      "full-hierarchy", po::bool_switch(),
+      "keep a middle target@retrieval level even when its budget covers the whole context (each run records "
+      "collapsed_levels)")(
       "est-gflops", po::value<double>(), "--dry-run: sustained FLOP/s in GFLOP/s (default cpu 20, cuda 400000)")(
       "est-gbps", po::value<double>(), "--dry-run: memory bandwidth in GB/s (default cpu 5, cuda 3000)")(
       "tp-mode", po::value<std::string>()->default_value("driven"),

@@ -102,6 +102,7 @@ class SpecChain {
   std::vector<RngStream> rng_;
   std::vector<RngStream> sim_rng_;  // simulated decisions, per level (simulate_acceptance)
   std::vector<LevelMetrics> metrics_;
+  std::vector<int32_t> best_;  // T = 0: the verifier's argmax per row
   PhaseClock default_clock_;
   const PhaseClock* clock_ = &default_clock_;
 };

@@ -78,14 +78,19 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
                                 RngStream& rng, TokenMirror& seq) {
   Proposal pr;
   const int64_t V = v.vocab();
-  pr.q.resize(size_t(k * V));
+  if (!sp.greedy()) pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
   seq.truncate(seq.common(context));
   seq.append(context.begin() + int64_t(seq.size()), context.end());
   for (int64_t i = 0; i < k; ++i) {
     Tensor lg = v.logits(seq.tokens(), 1);
-    float* qi = pr.q.data() + i * V;
-    sampling_distribution(lg.ptr<float>(), V, sp, qi);
-    const int32_t t = sp.greedy() ? argmax_row(qi, V) : draw_from(qi, V, rng.seed, rng.next());
+    int32_t t;
+    if (sp.greedy()) {
+      t = int32_t(argmax_lowest(lg.ptr<float>(), V));
+    } else {
+      float* qi = pr.q.data() + i * V;
+      sampling_distribution(lg.ptr<float>(), V, sp, qi);
+      t = draw_from(qi, V, rng.seed, rng.next());
+    }
     pr.tokens.push_back(t);
     seq.append(&t, &t + 1);
   }

@@ -78,7 +78,9 @@ class ModelRunner : public Verifier {
 
 struct Proposal {
   std::vector<int32_t> tokens;
-  std::vector<float> q;  // [tokens.size(), vocab]
+  // [tokens.size(), vocab]; model drafters and middle levels leave it empty at
+  // T = 0, where verification compares ids only (verify_greedy).
+  std::vector<float> q;
 };
 
 // k tokens drawn one at a time from v's logits after context (+ the tokens so

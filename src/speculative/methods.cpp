@@ -165,6 +165,10 @@ LevelSpec draft_level(const LlamaModel& target, const std::string& draft, std::s
 
 }  // namespace
 
+namespace {
+constexpr int64_t kDraftCacheSlots = 256;  // the paper's draft cache: sinks + window + γ_top
+}  // namespace
+
 ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64_t prompt_len) {
   ResolvedMethod r;
   const std::string& m = req.method;
@@ -223,7 +227,8 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
     r.gammas = req.gammas;
   }
   const int64_t g_top = r.gammas.empty() ? 0 : r.gammas.back();
-  r.window = req.window > 0 ? req.window : std::max<int64_t>(req.chunk, std::min<int64_t>(256, r.budget) - req.sink - g_top);
+  // The paper's 256-slot draft cache whatever the budget (see the header).
+  r.window = req.window > 0 ? req.window : std::max<int64_t>(req.chunk, kDraftCacheSlots - req.sink - g_top);
   // Fill each level's cache parameters: the bottom's streaming cache is the
   // draft's (--sink/--window); a higher one gets the retrieval budget.
   for (size_t i = 0; i < r.chain.levels.size(); ++i) {
@@ -245,8 +250,23 @@ ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64
       TF_CHECK(l.n < target.config().num_layers, where << ": layerskip:" << l.n << ": the target has only "
                                                        << target.config().num_layers << " layers");
   }
+  if (!req.full_hierarchy && req.simulate_acceptance.empty() && r.chain.levels.size() >= 3) {
+    const bool rebuilds = ReretrievePolicy::parse(req.reretrieve).kind != ReretrievePolicy::Kind::never;
+    const int64_t seen = prompt_len - 1 + (rebuilds ? req.max_new_tokens : 0);
+    for (size_t i = r.chain.levels.size() - 1; i-- > 1;) {  // middle levels, top down (erasing keeps lower indices)
+      const LevelSpec& l = r.chain.levels[i];
+      if (l.source != LevelSpec::Source::target || l.cache != LevelSpec::Cache::retrieval ||
+          !retrieval_covers(l.budget, l.chunk, seen))
+        continue;
+      r.collapsed_levels.insert(r.collapsed_levels.begin(), l.str());
+      r.chain.levels.erase(r.chain.levels.begin() + int64_t(i));
+      r.gammas.erase(r.gammas.begin() + int64_t(i));  // level i's own block; level i - 1 keeps its γ
+    }
+  }
   return r;
 }
+
+bool retrieval_covers(int64_t budget, int64_t chunk, int64_t n) { return n / chunk <= budget / chunk; }
 
 // ---- drafts ----
 
@@ -505,7 +525,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
         bc.verifiers.push_back(std::move(v));
     }
     TF_CHECK(bc.top, "run_method: the top level must be the target on its full cache");
-    TF_CHECK(policy.kind == ReretrievePolicy::Kind::never || !bc.retrieval.empty(),
+    TF_CHECK(policy.kind == ReretrievePolicy::Kind::never || !bc.retrieval.empty() || !rm.collapsed_levels.empty(),
              "--reretrieve " << req.reretrieve << ": only methods with a retrieval level re-retrieve");
 
     std::vector<Verifier*> vs;
@@ -596,6 +616,7 @@ nlohmann::json MethodOutcome::to_json() const {
   j["method"] = method;
   j["chain"] = resolved.chain.str();
   j["draft_choice"] = resolved.draft_choice;
+  j["collapsed_levels"] = resolved.collapsed_levels;
   j["gammas"] = resolved.gammas;
   j["budget"] = resolved.budget;
   j["chunk"] = resolved.chunk;

@@ -84,6 +84,9 @@ struct MethodRequest {
   // --simulate-acceptance (speculative/simulate.h): one accept probability per
   // verifying level, bottom first; empty = a real run.
   std::vector<double> simulate_acceptance;
+  // --full-hierarchy: keep a middle target@retrieval level even when its budget
+  // covers the whole context (see resolve: by default such a level is dropped).
+  bool full_hierarchy = false;
 };
 
 // The request with every default filled in for this target and prompt length:
@@ -96,6 +99,19 @@ struct MethodRequest {
 //   gammas  = spec {4}, retrieval {6}, 3-level {2, 6}; chain: 2 at the bottom, 6 above
 //   draft   = the trained draft when the target is the model it was trained for
 //             (speculative/default_draft.h), else layerskip:max(1, L/4)
+// A draft's StreamingLLM window is not scaled down with the budget: a small
+// prompt's budget (8 tokens at an 8-token prompt) starved the draft to 8
+// recent tokens (α 0.11 on the README's command); its cache is cheap.
+// Collapse: a middle level `target@retrieval:B/C` whose selection keeps every
+// token it could see computes the target's own distribution at the target's
+// own cost, so it can only lose; it is removed (with its γ; the level below
+// then drafts for the level above with its own γ), unless full_hierarchy or
+// simulate_acceptance (rates name the levels) is set. "Covers": the retrieval
+// keeps chunk 0, the best budget/C - 1 others and always the trailing partial
+// chunk, and the tail never evicts, so it holds every token iff the n tokens
+// it retrieves from have floor(n / C) <= B / C full chunks; n = P - 1 (the
+// prompt but its last token), or P - 1 + max_new_tokens when re-retrieval may
+// rebuild it from a longer committed context.
 struct ResolvedMethod {
   ChainSpec chain;  // empty for ar
   std::vector<int64_t> gammas;
@@ -104,7 +120,12 @@ struct ResolvedMethod {
   // "trained" (the default model's trained draft, speculative/default_draft.h),
   // "layerskip" (the default for any other target); "" when the method has none.
   std::string draft_choice;
+  // The middle levels removed because their retrieval budget covers the whole
+  // context (their specs as in the requested chain); empty when none was.
+  std::vector<std::string> collapsed_levels;
 };
+// Whether a retrieval cache of `budget`/`chunk` retrieving from n tokens keeps all of them.
+bool retrieval_covers(int64_t budget, int64_t chunk, int64_t n);
 ResolvedMethod resolve(const LlamaModel& target, const MethodRequest& req, int64_t prompt_len);
 
 // ---- outcome ----

@@ -111,4 +111,43 @@ VerifyResult verify_simulated(const std::vector<int32_t>& x, const float* q, con
   return r;
 }
 
+VerifyResult verify_greedy(const std::vector<int32_t>& x, const std::vector<int32_t>& best) {
+  TF_CHECK(best.size() == x.size() + 1, "verify_greedy: " << best.size() << " argmax ids for " << x.size()
+                                                          << " proposals (expected one more)");
+  VerifyResult r;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != best[i]) {
+      r.resampled = true;
+      r.tokens.push_back(best[i]);
+      return r;
+    }
+    r.tokens.push_back(x[i]);
+    ++r.accepted;
+  }
+  r.bonus = true;
+  r.tokens.push_back(best.back());
+  return r;
+}
+
+VerifyResult verify_simulated_greedy(const std::vector<int32_t>& x, const std::vector<int32_t>& best, double rate,
+                                     RngStream& decide) {
+  TF_CHECK(rate >= 0.0 && rate <= 1.0, "--simulate-acceptance: rate " << rate << " outside [0, 1]");
+  TF_CHECK(best.size() == x.size() + 1, "verify_simulated_greedy: " << best.size() << " argmax ids for " << x.size()
+                                                                    << " proposals (expected one more)");
+  VerifyResult r;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (decide.uniform() < rate) {  // as verify_simulated: one uniform per proposal examined
+      r.tokens.push_back(x[i]);
+      ++r.accepted;
+      continue;
+    }
+    r.resampled = true;
+    r.tokens.push_back(best[i]);
+    return r;
+  }
+  r.bonus = true;
+  r.tokens.push_back(best.back());
+  return r;
+}
+
 }  // namespace tf::speculative

@@ -61,6 +61,16 @@ VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* 
 VerifyResult verify_simulated(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
                               double rate, RngStream& decide, RngStream& rng, bool greedy);
 
+// Greedy verification (T = 0) from the verifier's argmax ids alone: best[i] =
+// argmax p_i for i = 0..g. Accepts while x_i == best[i], then emits best[i] at
+// the first mismatch or best[g] as the bonus. verify(greedy) gives the same
+// tokens and flags; this one reads no distribution, so a greedy level never
+// builds a one-hot row of the vocabulary (last_dist stays empty).
+VerifyResult verify_greedy(const std::vector<int32_t>& x, const std::vector<int32_t>& best);
+// The same with simulated decisions (verify_simulated at T = 0).
+VerifyResult verify_simulated_greedy(const std::vector<int32_t>& x, const std::vector<int32_t>& best, double rate,
+                                     RngStream& decide);
+
 // Index of the largest value (lowest index on ties), as the greedy sampler does.
 int32_t argmax_row(const float* x, int64_t n);
 

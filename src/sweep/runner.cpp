@@ -116,6 +116,11 @@ RunRecord make_record(const Point& p, const std::vector<std::string>& names, con
   I("rep", p.rep);
   // What run_method resolved the defaults to.
   S("chain", o.resolved.chain.str());
+  // The middle levels dropped because their retrieval budget covered the whole context
+  // ("target@retrieval:8/8", ","-joined; "" when the chain ran as requested).
+  std::string collapsed;
+  for (const auto& c : o.resolved.collapsed_levels) collapsed += (collapsed.empty() ? "" : ",") + c;
+  S("collapsed_levels", collapsed);
   std::string gs;
   for (auto g : o.resolved.gammas) gs += (gs.empty() ? "" : ",") + std::to_string(g);
   S("resolved_gammas", gs);
@@ -256,6 +261,7 @@ SweepStats run_points(LlamaModel& target, const Tokenizer* tok, PromptSet& promp
         speculative::MethodRequest req = method_request(p, opt.stop_ids);
         req.device_sync = opt.device_sync;
         req.target_path = opt.target_path;
+        req.full_hierarchy = opt.full_hierarchy;
         speculative::MethodOutcome o = speculative::run_method(target, req, prompt, snap.get(), &drafts);
         const double run_s = seconds_since(t0);
         RunRecord rec = make_record(p, names, prompts.source(p.prompt), prompt, o, ar, opt.shard, run_s);

@@ -23,6 +23,7 @@ struct RunnerOptions {
   bool progress = true;           // one line per run on stderr
   std::function<void()> device_sync;  // before every clock read (GPU)
   std::string target_path;            // MethodRequest::target_path
+  bool full_hierarchy = false;        // MethodRequest::full_hierarchy (--full-hierarchy)
   std::function<void(int64_t)> on_saved;  // after each run is in the file: the runs it holds
 };
 

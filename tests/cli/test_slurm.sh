@@ -66,11 +66,25 @@ log=$tmp/logs/tp2_$job.out
 python3 - "$tmp/single.json" "$log" <<'PY'
 import json, sys
 single = json.load(open(sys.argv[1]))
-by_rank = {}
+by_rank, pending = {}, {}
+# srun --label cuts output lines at 1024 bytes and labels each piece: join a rank's pieces until the JSON parses.
 for line in open(sys.argv[2]):
     rank, _, rest = line.partition(": ")
-    if rank.strip().isdigit() and rest.startswith("{"):
-        by_rank.setdefault(int(rank), []).append(json.loads(rest))
+    if not rank.strip().isdigit():
+        continue
+    r, rest = int(rank), rest.rstrip("\n")
+    if r in pending:
+        pending[r] += rest
+    elif rest.startswith("{"):
+        pending[r] = rest
+    else:
+        continue
+    try:
+        by_rank.setdefault(r, []).append(json.loads(pending[r]))
+        del pending[r]
+    except json.JSONDecodeError:
+        pass
+assert not pending, f"ranks with an unfinished JSON line: {sorted(pending)}"
 assert sorted(by_rank) == [0], f"ranks that printed a result: {sorted(by_rank)} (expected rank 0 alone)"
 assert len(by_rank[0]) == 1, f"rank 0 printed {len(by_rank[0])} results"
 got = by_rank[0][0]

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/check.h"
 #include "gen/sampling.h"
 #include "speculative/stats.h"
 #include "speculative/verify.h"
@@ -119,4 +120,40 @@ TEST(SpecVerify, ResidualAndCounters) {
   // Same seed and counter, same result.
   RngStream a{7, 0};
   EXPECT_EQ(verify({2}, q.data(), p.data(), V, a, false).tokens, r.tokens);
+}
+
+TEST(SpecVerify, GreedyFromIdsEqualsGreedyFromDistributions) {
+  // verify_greedy (the chain's T = 0 path, argmax ids only) against verify(greedy)
+  // on random logits with planted near-ties, every proposal length 0..5.
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int> tok(0, 6);
+  const int64_t V = 7;
+  int rejections = 0, bonuses = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t g = trial % 6;
+    std::vector<float> logits(size_t((g + 1) * V));
+    for (auto& x : logits) x = float(tok(gen) % 3);  // ties: argmax is the lowest index
+    std::vector<float> p(logits.size());
+    std::vector<int32_t> best;
+    for (int64_t i = 0; i <= g; ++i) {
+      SamplingParams sp;
+      sampling_distribution(logits.data() + i * V, V, sp, p.data() + i * V);
+      best.push_back(int32_t(argmax_lowest(logits.data() + i * V, V)));
+    }
+    std::vector<int32_t> x;
+    // Mostly the argmax (long accepted runs), sometimes another token.
+    for (int64_t i = 0; i < g; ++i) x.push_back(tok(gen) < 5 ? best[size_t(i)] : int32_t(tok(gen)));
+    RngStream rng{3, 0};
+    const VerifyResult a = verify(x, one_hot(V, x).data(), p.data(), V, rng, true);
+    const VerifyResult b = verify_greedy(x, best);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.accepted, b.accepted);
+    EXPECT_EQ(a.bonus, b.bonus);
+    EXPECT_EQ(a.resampled, b.resampled);
+    EXPECT_EQ(rng.counter, 0u);
+    rejections += b.resampled, bonuses += b.bonus;
+  }
+  EXPECT_GT(rejections, 20);
+  EXPECT_GT(bonuses, 20);
+  EXPECT_THROW(verify_greedy({1, 2}, {1, 2}), tf::Error);  // one id short
 }
