@@ -79,7 +79,7 @@ done
 
 # Short held-out prompts (raw and chat) and the README command's prompt.
 if [[ $short -gt 0 ]]; then
-  python3 "$here/short_prompts.py" --write "$out/short" --system-from "$model"
+  ${PYTHON:-python3} "$here/short_prompts.py" --write "$out/short" --system-from "$model"  # needs torch, numpy and gguf (llama_torch)
   for f in $(ls "$out/short"/[0-9]*.txt | sort | head -n $((2 * short))) "$out/short/README.raw.txt"; do
     stem=$(basename "$f" .txt)  # 003.raw, README.raw
     num=${stem%%.*} kind=${stem#*.}
