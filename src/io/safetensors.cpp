@@ -222,17 +222,29 @@ class SafetensorsWeights : public WeightSource {
         std::memcpy(&h, q + i * 2, 2);
         dst[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
       }
-    } else if (e->dtype == "I32") {  // token ids (a draft's reduced vocabulary): exact in f32 below 2^24
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v;
-        std::memcpy(&v, p + (first + i) * 4, 4);
-        TF_CHECK(v > -(1 << 24) && v < (1 << 24), f->path() << ": tensor " << name << ": I32 value " << v
-                                                             << " is not exact as f32 (|v| must be below 2^24)");
-        dst[i] = float(v);
-      }
     } else {
       TF_FAIL(f->path() << ": tensor " << name << ": dtype " << e->dtype << " unsupported (need F32, F16 or BF16)");
     }
+  }
+
+  std::vector<int64_t> read_ints(const std::string& name) const override {
+    const auto& [f, e] = lookup(name);
+    TF_CHECK(e->dtype == "I32" || e->dtype == "I64",
+             f->path() << ": tensor " << name << ": dtype " << e->dtype << ", expected integer ids (I32 or I64)");
+    int64_t n = 1;
+    for (int64_t d : e->shape) n *= d;
+    const uint8_t* p = f->data(*e);
+    std::vector<int64_t> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (e->dtype == "I32") {
+        int32_t v;
+        std::memcpy(&v, p + i * 4, 4);
+        out[size_t(i)] = v;
+      } else {
+        std::memcpy(&out[size_t(i)], p + i * 8, 8);
+      }
+    }
+    return out;
   }
 
  private:

@@ -34,10 +34,7 @@ std::vector<int32_t> read_draft_vocab(const WeightSource& src, int64_t vocab) {
   const std::string where = info.file + ": tensor " + kDraftVocabTensor + " ";
   TF_CHECK(info.stored_type == "I32", where << "is " << info.stored_type << ", expected I32 token ids");
   TF_CHECK(info.shape.size() == 1, where << "has " << info.shape.size() << " dimensions, expected 1 ([K] token ids)");
-  const int64_t k = info.shape[0];
-  std::vector<float> raw(size_t(std::max<int64_t>(k, 0)));
-  if (k > 0) src.read_rows_f32(kDraftVocabTensor, 0, k, raw.data());  // I32 -> f32 is exact below 2^24
-  std::vector<int64_t> ids(raw.begin(), raw.end());
+  const std::vector<int64_t> ids = src.read_ints(kDraftVocabTensor);
   const std::string why = draft_vocab_error(ids, vocab);
   TF_CHECK(why.empty(), where << why);
   return std::vector<int32_t>(ids.begin(), ids.end());
