@@ -63,7 +63,7 @@ def save_safetensors(path, arrays, metadata=None):
 
 
 def load_safetensors(path):
-    """{name: f32 numpy array} (F32, F16 and BF16 tensors)."""
+    """{name: numpy array}: F32, F16 and BF16 tensors as f32, I32 as int32."""
     with open(path, "rb") as f:
         raw = f.read()
     n = int.from_bytes(raw[:8], "little")
@@ -79,7 +79,7 @@ def load_safetensors(path):
             a = u.view(np.float32)
         else:
             a = np.frombuffer(data[b:e], dtype=ST_DTYPES[t["dtype"]])
-        out[name] = a.reshape(t["shape"]).astype(np.float32)
+        out[name] = a.reshape(t["shape"]) if t["dtype"] == "I32" else a.reshape(t["shape"]).astype(np.float32)
     return out
 
 
@@ -234,17 +234,34 @@ class Layer(torch.nn.Module):
             cache[0][:, :, start:start + T] = k
             cache[1][:, :, start:start + T] = v
             k, v = cache[0][:, :, :start + T], cache[1][:, :, :start + T]
-        if c.heads != c.kv_heads:  # each KV head serves its group of query heads (no enable_gqa: older torch)
-            k = k.repeat_interleave(c.heads // c.kv_heads, dim=1)
-            v = v.repeat_interleave(c.heads // c.kv_heads, dim=1)
+        gqa = {}
+        if c.heads != c.kv_heads:
+            if SDPA_GQA:  # each KV head serves its group of query heads, without copying the cache per step
+                gqa = {"enable_gqa": True}
+            else:
+                k = k.repeat_interleave(c.heads // c.kv_heads, dim=1)
+                v = v.repeat_interleave(c.heads // c.kv_heads, dim=1)
         if T > 1 and start > 0:  # a multi-token call after a prefix: causal by position
             mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)
         else:
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, **gqa)
         x = x + at.o_proj(a.transpose(1, 2).reshape(B, T, -1))
         h = self.post_attention_layernorm(x)
         return x + mlp.down_proj(F.silu(mlp.gate_proj(h)) * mlp.up_proj(h))
+
+
+def _sdpa_has_gqa():
+    """enable_gqa exists from torch 2.5 on; older torch repeats the KV heads."""
+    try:
+        q = torch.zeros(1, 2, 1, 4)
+        F.scaled_dot_product_attention(q, q[:, :1], q[:, :1], enable_gqa=True)
+        return True
+    except TypeError:
+        return False
+
+
+SDPA_GQA = _sdpa_has_gqa()
 
 
 def rope(x, cos, sin):
@@ -328,10 +345,19 @@ def draft_config_json(target_cfg, draft_layers, embed):
     return j
 
 
-def export_draft(draft, target_cfg, embed, out_dir, meta=None):
-    """safetensors (f16, no embedding) + config.json in HF llama layout."""
+DRAFT_VOCAB = "triforce_draft_vocab"  # the draft's reduced vocabulary (src/model/draft_vocab.h)
+
+
+def export_draft(draft, target_cfg, embed, out_dir, meta=None, vocab_ids=None):
+    """safetensors (f16, no embedding) + config.json in HF llama layout; with
+    vocab_ids (sorted, unique) also the reduced vocabulary as I32 [K]."""
     os.makedirs(out_dir, exist_ok=True)
     sd = {("model." + k): v.detach().to("cpu", torch.float16).numpy() for k, v in draft.state_dict().items()}
+    if vocab_ids is not None:
+        ids = np.asarray(vocab_ids, dtype=np.int32)
+        if ids.ndim != 1 or len(ids) == 0 or np.any(np.diff(ids) <= 0) or ids[0] < 0 or ids[-1] >= target_cfg.vocab:
+            raise SystemExit(f"export_draft: the reduced vocabulary must be sorted unique ids in [0, {target_cfg.vocab})")
+        sd[DRAFT_VOCAB] = ids
     st = os.path.join(out_dir, "model.safetensors")
     save_safetensors(st, sd, meta)
     os.chmod(st, 0o644)  # committed to the repository as a readable file
@@ -347,9 +373,12 @@ def load_draft(out_dir, embed, device, dtype):
     c = Config(j["vocab_size"], j["hidden_size"], j["intermediate_size"], j["num_hidden_layers"],
                j["num_attention_heads"], j["num_key_value_heads"], j["head_dim"], j["rms_norm_eps"], j["rope_theta"],
                j["max_position_embeddings"])
-    m = Llama(c, embed.to(device, dtype))
-    m.load_state_dict({k[len("model."):]: torch.from_numpy(v)
-                       for k, v in load_safetensors(os.path.join(out_dir, "model.safetensors")).items()})
+    st = load_safetensors(os.path.join(out_dir, "model.safetensors"))
+    ids = st.pop(DRAFT_VOCAB, None)
+    e = embed.to(device, dtype)
+    head = None if ids is None else e[torch.from_numpy(ids.astype(np.int64)).to(device)]
+    m = Llama(c, e, head)
+    m.load_state_dict({k[len("model."):]: torch.from_numpy(v) for k, v in st.items()})
     return m.to(device=device, dtype=dtype)
 
 
@@ -374,6 +403,34 @@ def generate(model, prompts, n_new, temperature, gen):
         if i + 1 < n_new:
             logits = model(tok, caches, P + i)[:, -1]
     return torch.cat(out, dim=1)
+
+
+@torch.no_grad()
+def generate_ragged(model, prompts, n_new, temperatures, gen, pad=0):
+    """Continuations of prompts of different lengths in one batch: every row
+    starts at position 0 and is fed its own prompt token by token (a forced
+    step) until its prompt ends, then its own samples, so no padding enters the
+    attention. prompts: list of B token lists; temperatures [B] (0 = greedy).
+    Returns (tokens [B, max_len + n_new] right-padded with `pad`, lengths [B] =
+    len(prompt) + n_new)."""
+    dev = temperatures.device
+    B = len(prompts)
+    lens = torch.tensor([len(p) for p in prompts], device=dev)
+    total = int(lens.max()) + n_new
+    seq = torch.full((B, total), pad, dtype=torch.long, device=dev)
+    for i, p in enumerate(prompts):
+        seq[i, :len(p)] = torch.tensor(p, dtype=torch.long)
+    caches = model.new_caches(B, total, next(model.parameters()).dtype, dev)
+    greedy = temperatures <= 0
+    t_safe = torch.where(greedy, torch.ones_like(temperatures), temperatures)[:, None]
+    for t in range(total - 1):
+        logits = model(seq[:, t:t + 1], caches, t)[:, -1].float()
+        probs = torch.softmax(logits / t_safe, dim=-1)
+        drawn = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+        nxt = torch.where(greedy, logits.argmax(-1), drawn)
+        free = (t + 1 >= lens) & (t + 1 < lens + n_new)  # past its prompt, inside its budget
+        seq[:, t + 1] = torch.where(free, nxt, seq[:, t + 1])
+    return seq, lens + n_new
 
 
 def max_rel_err(a, b):

@@ -227,6 +227,26 @@ class SafetensorsWeights : public WeightSource {
     }
   }
 
+  std::vector<int64_t> read_ints(const std::string& name) const override {
+    const auto& [f, e] = lookup(name);
+    TF_CHECK(e->dtype == "I32" || e->dtype == "I64",
+             f->path() << ": tensor " << name << ": dtype " << e->dtype << ", expected integer ids (I32 or I64)");
+    int64_t n = 1;
+    for (int64_t d : e->shape) n *= d;
+    const uint8_t* p = f->data(*e);
+    std::vector<int64_t> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      if (e->dtype == "I32") {
+        int32_t v;
+        std::memcpy(&v, p + i * 4, 4);
+        out[size_t(i)] = v;
+      } else {
+        std::memcpy(&out[size_t(i)], p + i * 8, 8);
+      }
+    }
+    return out;
+  }
+
  private:
   using Loc = std::pair<const SafetensorsFile*, const SafetensorsEntry*>;
   const Loc& lookup(const std::string& name) const {

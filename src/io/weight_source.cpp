@@ -66,4 +66,10 @@ std::unique_ptr<WeightSource> open_weights(const std::string& path) {
   TF_FAIL(path << ": not a checkpoint (expected an HF folder, a .safetensors file or a .gguf file)");
 }
 
+std::vector<int64_t> WeightSource::read_ints(const std::string& name) const {
+  const TensorInfo i = info(name);
+  TF_FAIL(i.file << ": tensor " << name << ": integer tensors are read from safetensors only (stored as "
+                 << i.stored_type << ")");
+}
+
 }  // namespace tf

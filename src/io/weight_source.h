@@ -28,6 +28,9 @@ class WeightSource {
   // converted to f32 into dst (size (row_end-row_begin)*row_len).
   virtual void read_rows_f32(const std::string& name, int64_t row_begin, int64_t row_end,
                              float* dst) const = 0;
+  // A whole integer tensor (I32/I64 token ids, e.g. a draft's reduced
+  // vocabulary), flattened; a source without integer tensors refuses.
+  virtual std::vector<int64_t> read_ints(const std::string& name) const;
   // Convenience: whole tensor as an owned f32 CPU tensor.
   Tensor read_f32(const std::string& name) const;
   // Columns [col_begin, col_end) of a 2-D tensor (for row-parallel shards).

@@ -1,5 +1,7 @@
 #include "model/checkpoint.h"
 
+#include "model/draft_vocab.h"
+
 #include <filesystem>
 #include <set>
 
@@ -58,6 +60,7 @@ void check_llama_weights(const WeightSource& w, const ModelConfig& c, const std:
   };
   for (const auto& name : w.names()) {
     if (used.count(name) || ends_with(name, ".rotary_emb.inv_freq")) continue;
+    if (name == kDraftVocabTensor) continue;  // a draft's reduced vocabulary, validated by LlamaWeights::load
     const std::string file = w.info(name).file;
     TF_CHECK(!(name == "lm_head.weight" && c.tie_word_embeddings),
              file << ": tensor lm_head.weight is present but the config ties the output head to the embedding "

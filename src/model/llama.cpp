@@ -1,5 +1,7 @@
 #include "model/llama.h"
 
+#include "model/draft_vocab.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -194,7 +196,9 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
     cache.truncate(start_len);
     throw;
   }
-  if (V != cfg_.vocab_size) {  // vocab-parallel lm_head: every rank receives every rank's slice
+  if (!w_.head_ids.empty()) {  // a draft's reduced vocabulary: q is 0 outside its K ids
+    logits = expand_restricted_logits(logits, w_.head_ids, cfg_.vocab_size);
+  } else if (V != cfg_.vocab_size) {  // vocab-parallel lm_head: every rank receives every rank's slice
     Tensor full = Tensor::cpu(DType::F32, {n_out, cfg_.vocab_size});
     comm_->allgather_columns(logits, full, vocab_slice_sizes(cfg_.vocab_size, w_.shard.size));
     logits = full;

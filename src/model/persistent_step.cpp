@@ -31,7 +31,7 @@ std::string persistent_step_unsupported_for(const ModelConfig& cfg, const LlamaW
                                                           w.local_kv_heads, cfg.head_dim, dt))
     return why;
   if (double(cfg.param_count()) * 2.0 > kMaxWeightBytes) return "weights above 2 GB";
-  if (w.lm_head.dim(0) != cfg.vocab_size) return "vocab-parallel lm_head";
+  if (w.lm_head.dim(0) != cfg.vocab_size) return "lm_head holds part of the vocabulary (vocab-parallel, or a draft's reduced vocabulary)";
   for (const LayerWeights& L : w.layers)
     if (!L.wqkv.data || !L.w_gate_up.data) return "no stacked q/k/v and gate/up weights";
   return "";

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/device.h"
+#include "model/draft_vocab.h"
 
 namespace tf {
 
@@ -77,6 +78,7 @@ void borrow_target_embedding(LlamaWeights& draft, const ModelConfig& draft_cfg, 
   draft.embed = e;  // shares the target's storage (and keeps it alive)
   draft.lm_head = e;  // tied: the whole vocabulary, whatever slice the target's own head holds
   draft.head_rows = VocabSlice{0, target_cfg.vocab_size};
+  if (!draft.head_ids.empty()) restrict_head(draft);  // its K rows, gathered where the embedding lives
 }
 
 }  // namespace tf

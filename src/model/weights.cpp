@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include "model/draft_vocab.h"
+
 #include <algorithm>
 #include <random>
 
@@ -107,6 +109,13 @@ LlamaWeights LlamaWeights::load(const WeightSource& src, const ModelConfig& cfg,
       w.lm_head.data = w.embed.ptr<float>() + w.head_rows.begin * g.hidden;
       w.lm_head.shape = {w.head_rows.size(), g.hidden};
     }
+  }
+  if (src.has(kDraftVocabTensor)) {
+    w.head_ids = read_draft_vocab(src, g.vocab);
+    TF_CHECK(shard.size == 1, src.info(kDraftVocabTensor).file
+                                  << ": a draft with a reduced vocabulary (" << kDraftVocabTensor
+                                  << ") is never sharded (tensor-parallel size " << shard.size << ")");
+    if (!cfg.shared_embedding.enabled) restrict_head(w);  // a borrowed head is restricted when it is attached
   }
   w.layers.resize(size_t(cfg.num_layers));
   for (int64_t l = 0; l < cfg.num_layers; ++l) {

@@ -58,6 +58,10 @@ struct LlamaWeights {
   Tensor final_norm;  // [hidden]
   VocabSlice head_rows;  // the vocab rows lm_head holds (all of them unless vocab-parallel)
   Tensor lm_head;     // [head_rows.size(), hidden]; shares storage with embed when tied
+  // A draft's reduced vocabulary (model/draft_vocab.h): empty, or the token ids
+  // whose rows lm_head holds (then lm_head is [K, hidden] and the forward
+  // spreads its K logits over a vocabulary row, -inf elsewhere).
+  std::vector<int32_t> head_ids;
   std::vector<LayerWeights> layers;
 
   // Reads and validates every tensor (one-line error naming the tensor).

@@ -48,6 +48,8 @@ LlamaWeights upload_weights(const LlamaWeights& h, Device dev, DType dt) {
   if (h.embed.data) w.embed = up(h.embed);  // empty: a draft's borrowed embedding, attached after the upload
   w.final_norm = up(h.final_norm);
   w.lm_head = h.lm_head.data == h.embed.data ? w.embed : up(h.lm_head);
+  w.head_rows = h.head_rows;
+  w.head_ids = h.head_ids;
   for (const LayerWeights& L : h.layers) {
     LayerWeights d;
     d.attn_norm = up(L.attn_norm), d.mlp_norm = up(L.mlp_norm);
