@@ -121,6 +121,7 @@ void BM_PrefillOps(benchmark::State& state) {
         p.gate = gate.data, p.up = up.data, p.ld = I;
       }
       p.out = out.data, p.count = M * I, p.cols = I, p.dtype = DType::BF16, p.vec8 = vec8;
+      if (!halves && !vec8) p.cols = p.ld = 0;  // flat, as the prefill launched it before vec8
       per_layer = (op == 6 || op == 8) ? 1 : 0;  // the prefill runs the vec8 forms
       run = [p] { tf::cuda::silu_mul(p, tf::cuda::compute_stream()); };
       break;
