@@ -20,6 +20,7 @@ namespace {
 constexpr GemmAlgo kDefaultGemmAlgo = GemmAlgo::Cublas;
 constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;  // what cuBLAS recommends on Hopper
 constexpr double kTieFraction = 0.02;                   // tuned: the lowest candidate within 2% of the best
+constexpr int kAutoUntimed = -3;
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -75,6 +76,7 @@ struct LtShape {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
   int tuned = -2;  // -2: not timed yet; -1: none; else the candidate index
+  int auto_pick = kAutoUntimed;  // auto: kGemmChoiceCublas or a candidate index, once timed
 };
 
 struct LtState {
@@ -134,34 +136,70 @@ void run_lt(LtState& s, const LtShape& sh, int index, const GemmParams& p, int d
                               &sh.candidates[size_t(index)].algo, s.workspaces[dev], kLtWorkspaceBytes, stream));
 }
 
-// Times every candidate of sh on p's buffers (1 warm-up + 3 runs each, the median); sets sh.tuned.
-void tune(LtState& s, LtShape& sh, const GemmParams& p, int dev, cudaStream_t stream) {
+bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
-  if (sh.candidates.empty() || cap != cudaStreamCaptureStatusNone) {  // nothing to time, or no timing allowed
+  return cap != cudaStreamCaptureStatusNone;
+}
+
+// The median of 3 timed runs of `run` (after 1 warm-up) on stream, in ms.
+template <class Run>
+float median_ms(Run run, cudaStream_t stream) {
+  cudaEvent_t e[2];
+  for (auto& ev : e) CUDA_CHECK(cudaEventCreate(&ev));
+  run();  // warm-up
+  float t[3];
+  for (int r = 0; r < 3; ++r) {
+    CUDA_CHECK(cudaEventRecord(e[0], stream));
+    run();
+    CUDA_CHECK(cudaEventRecord(e[1], stream));
+    CUDA_CHECK(cudaEventSynchronize(e[1]));
+    CUDA_CHECK(cudaEventElapsedTime(&t[r], e[0], e[1]));
+  }
+  for (auto& ev : e) cudaEventDestroy(ev);
+  std::sort(t, t + 3);
+  return t[1];
+}
+
+// The medians of every cuBLASLt candidate of sh on p's buffers.
+std::vector<float> time_candidates(LtState& s, const LtShape& sh, const GemmParams& p, int dev, cudaStream_t stream) {
+  std::vector<float> ms(sh.candidates.size());
+  for (size_t i = 0; i < sh.candidates.size(); ++i)
+    ms[i] = median_ms([&] { run_lt(s, sh, int(i), p, dev, stream); }, stream);
+  return ms;
+}
+
+// Times every candidate of sh on p's buffers (1 warm-up + 3 runs each, the median); sets sh.tuned.
+void tune(LtState& s, LtShape& sh, const GemmParams& p, int dev, cudaStream_t stream) {
+  if (sh.candidates.empty() || capturing(stream)) {  // nothing to time, or no timing allowed
     sh.tuned = sh.candidates.empty() ? -1 : 0;
     return;
   }
-  cudaEvent_t e[4];
-  for (auto& ev : e) CUDA_CHECK(cudaEventCreate(&ev));
-  std::vector<float> best(sh.candidates.size(), 1e30f);
-  for (size_t i = 0; i < sh.candidates.size(); ++i) {
-    run_lt(s, sh, int(i), p, dev, stream);  // warm-up
-    float t[3];
-    for (int r = 0; r < 3; ++r) {
-      CUDA_CHECK(cudaEventRecord(e[0], stream));
-      run_lt(s, sh, int(i), p, dev, stream);
-      CUDA_CHECK(cudaEventRecord(e[1], stream));
-      CUDA_CHECK(cudaEventSynchronize(e[1]));
-      CUDA_CHECK(cudaEventElapsedTime(&t[r], e[0], e[1]));
-    }
-    std::sort(t, t + 3);
-    best[i] = t[1];
-  }
-  for (auto& ev : e) cudaEventDestroy(ev);
+  const std::vector<float> best = time_candidates(s, sh, p, dev, stream);
   const float fastest = *std::min_element(best.begin(), best.end());
   sh.tuned = 0;
   while (best[size_t(sh.tuned)] > fastest * float(1.0 + kTieFraction)) ++sh.tuned;
+}
+
+// auto: cublasGemmEx and every cuBLASLt candidate timed on p's buffers; the
+// fastest kept for the shape. cublasGemmEx wins any tie within kTieFraction
+// (the default stays unless a candidate is clearly faster), then the lowest
+// candidate, so near-ties resolve the same way run after run. Under stream
+// capture nothing can be timed: cublasGemmEx, and timed at the next eager call.
+int auto_choice(LtState& s, LtShape& sh, const GemmParams& p, int dev, cudaStream_t stream) {
+  if (sh.auto_pick != kAutoUntimed) return sh.auto_pick;
+  if (capturing(stream)) return kGemmChoiceCublas;
+  const float cublas_ms = median_ms([&] { run_cublas(p, stream); }, stream);
+  const std::vector<float> lt = time_candidates(s, sh, p, dev, stream);
+  const float fastest = std::min(cublas_ms, lt.empty() ? cublas_ms : *std::min_element(lt.begin(), lt.end()));
+  const float limit = fastest * float(1.0 + kTieFraction);
+  sh.auto_pick = kGemmChoiceCublas;
+  if (cublas_ms > limit) {
+    int i = 0;
+    while (lt[size_t(i)] > limit) ++i;
+    sh.auto_pick = i;
+  }
+  return sh.auto_pick;
 }
 
 void check(const GemmParams& p) {
@@ -178,7 +216,8 @@ GemmAlgo parse_gemm_algo(const char* e) {
   if (std::strcmp(e, "cublas") == 0) return GemmAlgo::Cublas;
   if (std::strcmp(e, "lt") == 0) return GemmAlgo::Lt;
   if (std::strcmp(e, "tuned") == 0) return GemmAlgo::Tuned;
-  TF_FAIL("TRIFORCE_GEMM_ALGO=" << e << ": expected cublas, lt or tuned");
+  if (std::strcmp(e, "auto") == 0) return GemmAlgo::Auto;
+  TF_FAIL("TRIFORCE_GEMM_ALGO=" << e << ": expected cublas, lt, tuned or auto");
 }
 
 GemmAlgo gemm_algo() {
@@ -193,7 +232,7 @@ GemmAlgo gemm_algo() {
 void set_gemm_algo(GemmAlgo a) { g_algo.store(int(a), std::memory_order_release); }
 
 const char* gemm_algo_name(GemmAlgo a) {
-  return a == GemmAlgo::Lt ? "lt" : a == GemmAlgo::Tuned ? "tuned" : "cublas";
+  return a == GemmAlgo::Lt ? "lt" : a == GemmAlgo::Tuned ? "tuned" : a == GemmAlgo::Auto ? "auto" : "cublas";
 }
 
 int gemm_lt_candidates(const GemmParams& p) {
@@ -213,6 +252,14 @@ int gemm_tuned_candidate(const GemmParams& p, cudaStream_t stream) {
   return sh.tuned;
 }
 
+int gemm_auto_choice(const GemmParams& p, cudaStream_t stream) {
+  check(p);
+  LtState& s = lt_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int dev = current_device();
+  return auto_choice(s, lt_shape(s, p, dev), p, dev, stream);
+}
+
 void gemm_choice(const GemmParams& p, int choice, cudaStream_t stream) {
   if (p.n == 0 || p.out == 0) return;
   check(p);
@@ -221,6 +268,10 @@ void gemm_choice(const GemmParams& p, int choice, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(s.mu);
   const int dev = current_device();
   LtShape& sh = lt_shape(s, p, dev);
+  if (choice == kGemmChoiceAuto) {
+    choice = auto_choice(s, sh, p, dev, stream);
+    if (choice == kGemmChoiceCublas) return run_cublas(p, stream);
+  }
   if (choice == kGemmChoiceTuned) {
     if (sh.tuned == -2) tune(s, sh, p, dev, stream);
     if (sh.tuned < 0) return run_cublas(p, stream);
@@ -238,6 +289,7 @@ void gemm(const GemmParams& p, cudaStream_t stream) {
   switch (gemm_algo()) {
     case GemmAlgo::Cublas: return run_cublas(p, stream);
     case GemmAlgo::Tuned: return gemm_choice(p, kGemmChoiceTuned, stream);
+    case GemmAlgo::Auto: return gemm_choice(p, kGemmChoiceAuto, stream);
     case GemmAlgo::Lt: {
       LtState& s = lt_state();
       std::lock_guard<std::mutex> lock(s.mu);

@@ -51,6 +51,10 @@ struct RopeQkvParams {
   int64_t table_rows = 0;         // rows outside [0, table_rows) give NaN
   int64_t n = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   DType dtype = DType::BF16;
+  // Prefill chunks: 16-byte vectors (the same bits) where head_dim / 2, the
+  // strides and the pointers allow, else the kernel every step runs. Decode
+  // and verification steps leave it off, so their launches stay as they were.
+  bool vec8 = false;
 };
 void rope_qkv(const RopeQkvParams& p, cudaStream_t stream = nullptr);
 

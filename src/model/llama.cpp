@@ -88,6 +88,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     qkv_ = act({S, (H + 2 * KH) * D});
     gu_ = act({S, 2 * w_.local_intermediate});
     fusions_ = step_fusions_default();
+    prefill_ = prefill_options_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
     graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
@@ -327,6 +328,19 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   // cache's own storage (an offloaded layer is written at the host slot).
   const bool want_logits = logits_out && out_from < n;
   const bool stack_step = cuda && n <= qkv_.shape[0] && (n == 1 || fusions_.stacked_gemms);
+  // A prefill chunk's stacked GEMMs (model/prefill_options.h) use their own
+  // [max_chunk, ...] outputs; the step's stay [32, ...].
+  const bool stack_prefill = cuda && !stack_step && n > kGraphMaxTokens && prefill_.stacked_gemms;
+  Tensor qkv_out, gu_out;
+  if (stack_step) {
+    qkv_out = slice_rows(qkv_, 0, n), gu_out = slice_rows(gu_, 0, n);
+  } else if (stack_prefill) {
+    if (!prefill_qkv_.data) {
+      prefill_qkv_ = empty_tensor(device_, dtype_, {max_chunk_, (H + 2 * KH) * D});
+      prefill_gu_ = empty_tensor(device_, dtype_, {max_chunk_, 2 * w_.local_intermediate});
+    }
+    qkv_out = slice_rows(prefill_qkv_, 0, n), gu_out = slice_rows(prefill_gu_, 0, n);
+  }
   const bool rope_to_cache = cuda && fusions_.fused_rope_kv && !cache.offloaded();
   const bool fuse_norm = cuda && fusions_.fused_add_norm;
   ops::RmsNormParams np_stored = np;  // the closing add + next norm: the norm of the stored sum, as unfused
@@ -336,12 +350,11 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
     if (l == 0 || !fuse_norm) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
-    const bool stacked = stack_step && L.wqkv.data && L.w_gate_up.data;
+    const bool stacked = (stack_step || stack_prefill) && L.wqkv.data && L.w_gate_up.data;
     ops::QKVRows qkv_in;
     if (stacked) {
-      Tensor qkv = slice_rows(qkv_, 0, n);
-      ops::linear(xn, L.wqkv, qkv);
-      qkv_in = ops::qkv_rows(qkv, H, KH, D);
+      ops::linear(xn, L.wqkv, qkv_out);
+      qkv_in = ops::qkv_rows(qkv_out, H, KH, D);
     } else {
       ops::linear(xn, L.wq, q2);
       ops::linear(xn, L.wk, k2);
@@ -382,9 +395,8 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     row_parallel_linear(att2, L.wo);
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
     if (stacked) {
-      Tensor gu = slice_rows(gu_, 0, n);
-      ops::linear(xn, L.w_gate_up, gu);
-      ops::silu_mul_halves(gu, gate);
+      ops::linear(xn, L.w_gate_up, gu_out);
+      ops::silu_mul_halves(gu_out, gate);
     } else {
       ops::linear(xn, L.w_gate, gate);
       ops::linear(xn, L.w_up, up);

@@ -14,6 +14,7 @@
 #include "parallel/comm.h"
 #include "kv/full_cache.h"
 #include "model/config.h"
+#include "model/prefill_options.h"
 #include "model/rope.h"
 #include "model/step_fusions.h"
 #include "model/step_graphs.h"
@@ -47,6 +48,10 @@ class LlamaModel {
   // bit-identical to the unfused ops. Defaults to step_fusions_default().
   void set_step_fusions(const StepFusions& f);
   const StepFusions& step_fusions() const { return fusions_; }
+  // How prefill-shaped CUDA chunks run (model/prefill_options.h); defaults to
+  // prefill_options_default(). Steps of <= kGraphMaxTokens never read it.
+  void set_prefill_options(const PrefillOptions& o) { prefill_ = o; }
+  const PrefillOptions& prefill_options() const { return prefill_; }
   // The persistent whole-step kernel (StepFusions::persistent_step,
   // model/persistent_step.cpp): empty when this model can take it (shapes,
   // dtype, one rank), else why not; and how many steps it ran.
@@ -126,6 +131,9 @@ class LlamaModel {
   // outputs of the stacked q/k/v and gate/up GEMMs (steps of <= 32 tokens)
   Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv_, gu_;
   StepFusions fusions_;
+  // CUDA prefill: the options, and the stacked GEMMs' [max_chunk, ...] outputs (made on first use)
+  PrefillOptions prefill_;
+  Tensor prefill_qkv_, prefill_gu_;
   // CUDA graphs: on/off, the recorded steps, pinned logits rows of a graph
   // step, and the attention split scratch the graphs point at
   bool graphs_on_ = false;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "model/prefill_options.h"
 
 namespace tf {
 
@@ -86,6 +87,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const PlanRequest& r) {
   const double C = double(r.max_chunk);
   double scratch = es * C * (3 * double(c.hidden_size) + (2 * h + 2 * kvh) * hd + 2 * inter);
   if (r.tp > 1 && r.device == Device::CUDA) scratch += 4.0 * C * double(c.hidden_size);  // f32 row-parallel partials
+  if (r.device == Device::CUDA && r.max_chunk > 32 && prefill_options_default().stacked_gemms)
+    scratch += es * C * ((h + 2 * kvh) * hd + 2 * inter);  // the stacked prefill GEMMs' outputs
   p.items.push_back({"activation scratch (chunk " + std::to_string(r.max_chunk) + ")", scratch});
   if (r.device == Device::CUDA) {
     p.items.push_back({"logits rows (f32)", 4.0 * std::min(64.0, C) * double(c.vocab_size)});

@@ -3,7 +3,8 @@
 // prefill GEMM shape of Llama-2-7B and Llama-3.1-8B (M = the chunk's rows,
 // N×K = the weight) in bf16 under each algorithm choice of kernels/gemm.cuh:
 // cublasGemmEx (choice -2, today's default), the tuned cuBLASLt candidate
-// (-1; the label names the candidate the timing picked) and each cuBLASLt
+// (-1; the label names the candidate the timing picked), auto's pick (-3:
+// cublasGemmEx or a candidate, named in the label) and each cuBLASLt
 // heuristic candidate 0..7 (0 is what TRIFORCE_GEMM_ALGO=lt runs). The
 // choice that wins on every shape and chunk becomes the default
 // (kDefaultGemmAlgo in gemm.cu). Target (issue 18): >= 650 TFLOPS.
@@ -86,6 +87,10 @@ void BM_PrefillLinears(benchmark::State& state) {
   std::string label = std::string(s.name) + " M=" + std::to_string(m) + " ";
   if (choice == tf::cuda::kGemmChoiceCublas) label += "cublasGemmEx";
   else if (choice == tf::cuda::kGemmChoiceTuned) label += "tuned -> lt " + std::to_string(tf::cuda::gemm_tuned_candidate(p));
+  else if (choice == tf::cuda::kGemmChoiceAuto) {
+    const int pick = tf::cuda::gemm_auto_choice(p);
+    label += pick == tf::cuda::kGemmChoiceCublas ? "auto -> cublasGemmEx" : "auto -> lt " + std::to_string(pick);
+  }
   else label += "lt " + std::to_string(choice);
   state.SetLabel(label);
   for (int i = 0; i < 3; ++i) tf::cuda::gemm_choice(p, choice);  // warm-up (tuned times its candidates here)
@@ -118,7 +123,7 @@ void BM_PrefillLinears(benchmark::State& state) {
 void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t shape = 0; shape < int64_t(std::size(kShapes)); ++shape)
     for (int64_t m : {int64_t(2048), int64_t(4096), kMaxRows})
-      for (int64_t choice = tf::cuda::kGemmChoiceCublas; choice < tf::cuda::kGemmLtCandidates; ++choice)
+      for (int64_t choice = tf::cuda::kGemmChoiceAuto; choice < tf::cuda::kGemmLtCandidates; ++choice)
         b->Args({shape, m, choice});
 }
 BENCHMARK(BM_PrefillLinears)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);

@@ -7,12 +7,15 @@
 // prefill at 8K..128K (BM_Prefill7B, and BM_Prefill8B_GQA at 128K) with the
 // prefill attention backend, the chunk size and the GEMM algorithm as
 // arguments: tokens, backend (0 ours, 1 cuDNN), chunk, gemm (0 cublasGemmEx,
-// 1 cuBLASLt heuristic, 2 cuBLASLt tuned). A prefill is timed once after one
+// 1 cuBLASLt heuristic, 2 cuBLASLt tuned, 3 auto), stacked prefill GEMMs
+// (model/prefill_options.h; 0 off, 1 on). A prefill is timed once after one
 // untimed prefill of the same length (first_s: that one, which pays cuDNN's
 // graph building and the GEMM tuning of new shapes); attn_plan_s is the graph
 // building inside the first (0 when warm). Issue 18 set (~3 min):
 //   --benchmark_filter='BM_Prefill(7B|8B_GQA)/131072/'
-// Target: BM_Prefill7B/131072 prefill_s <= 10.5.
+// Target: BM_Prefill7B/131072 prefill_s <= 10.5. The A/B of its switches
+// (gemm auto, stacked, chunk 16384; ~2.5 min):
+//   --benchmark_filter='BM_Prefill7B/131072/1/(8192/[03]|16384/)'
 // The floor of a step is (weight bytes + KV bytes read) / 4.22 TB/s, the
 // measured HBM read peak of the H200; of a prefill, the larger of that and
 // its matmul FLOPs / 989 TFLOP/s (dense bf16 peak). Every benchmark reports
@@ -191,14 +194,16 @@ void prefill(benchmark::State& state, const std::string& name) {
     return;
   }
   cuda::set_prefill_attention_backend(cudnn ? cuda::PrefillBackend::Cudnn : cuda::PrefillBackend::Ours);
-  const cuda::GemmAlgo algo = state.range(3) == 2   ? cuda::GemmAlgo::Tuned
+  const cuda::GemmAlgo algo = state.range(3) == 3   ? cuda::GemmAlgo::Auto
+                              : state.range(3) == 2 ? cuda::GemmAlgo::Tuned
                               : state.range(3) == 1 ? cuda::GemmAlgo::Lt
                                                     : cuda::GemmAlgo::Cublas;
   cuda::set_gemm_algo(algo);
   state.SetLabel(name + " attention " + (cudnn ? "cudnn" : "ours") + " chunk " + std::to_string(chunk) + " gemm " +
-                 cuda::gemm_algo_name(algo));
+                 cuda::gemm_algo_name(algo) + (state.range(4) ? " stacked" : ""));
 #endif
   Loaded& l = get(name, chunk);
+  l.model->set_prefill_options(PrefillOptions{state.range(4) != 0});
   std::vector<int32_t> toks(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = int32_t((i * 7919) % l.cfg.vocab_size);
   FullKVCache& cache = full_cache(l);
@@ -337,14 +342,19 @@ BENCHMARK(BM_RetrievalStep7B)
     ->Args({kRetrievalBudget + 3, 1, 3})->Args({kRetrievalBudget + 3, 0, 3})
     ->Args({kRetrievalBudget + kGamma, 1, kGamma})->Args({kRetrievalBudget + kGamma, 0, kGamma})
     ->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
-// Arguments: tokens, attention backend (0 ours, 1 cuDNN), chunk, gemm (0 cublas, 1 lt, 2 tuned).
+// Arguments: tokens, attention backend (0 ours, 1 cuDNN), chunk, gemm (0 cublas, 1 lt, 2 tuned, 3 auto),
+// stacked prefill GEMMs (TRIFORCE_PREFILL_STACKED: 0 off, 1 on).
 BENCHMARK(BM_Prefill7B)
-    ->Args({8192, 0, 2048, 0})->Args({32768, 0, 2048, 0})->Args({32768, 1, 2048, 0})
-    ->Args({131072, 0, 2048, 0})->Args({131072, 1, 2048, 0})->Args({131072, 1, 8192, 0})
-    ->Args({131072, 1, 8192, 2})->Args({131072, 0, 8192, 2})
+    ->Args({8192, 0, 2048, 0, 0})->Args({32768, 0, 2048, 0, 0})->Args({32768, 1, 2048, 0, 0})
+    ->Args({131072, 0, 2048, 0, 0})->Args({131072, 1, 2048, 0, 0})->Args({131072, 1, 8192, 0, 0})
+    ->Args({131072, 1, 8192, 2, 0})->Args({131072, 0, 8192, 2, 0})
+    // issue 18's A/B: each switch alone, then all, at chunk 8192 and 16384
+    ->Args({131072, 1, 8192, 3, 0})->Args({131072, 1, 8192, 0, 1})->Args({131072, 1, 8192, 3, 1})
+    ->Args({131072, 1, 16384, 0, 0})->Args({131072, 1, 16384, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Prefill8B_GQA)
-    ->Args({131072, 0, 2048, 0})->Args({131072, 1, 2048, 0})->Args({131072, 1, 8192, 2})
+    ->Args({131072, 0, 2048, 0, 0})->Args({131072, 1, 2048, 0, 0})->Args({131072, 1, 8192, 2, 0})
+    ->Args({131072, 1, 8192, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);

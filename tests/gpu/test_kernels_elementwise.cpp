@@ -161,6 +161,53 @@ TEST(KernelsElementwise, SiluMul) {
 #endif
 }
 
+// The prefill form (SiluMulParams::vec8: 16-byte vectors, a grid row per
+// token), flat and on the halves of a stacked gate/up output: against the CPU
+// reference, bit for bit the scalar kernel (decode's), and nothing written
+// past the rows (the buffer's poisoned tail stays NaN). Row lengths that are
+// not a multiple of 8 fall back to the scalar kernel and must still be right.
+TEST(KernelsElementwise, SiluMulVec8Prefill) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  const int64_t shapes[][2] = {{33, 8}, {129, 1408}, {257, 11008}, {40, 1410}, {1000, 264}};
+  for (DType dt : kDtypes)
+    for (auto [n, d] : shapes)
+      for (bool halves : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n << " d=" << d << " halves=" << halves);
+        const int64_t ld = halves ? 2 * d : d;
+        auto gu = randv(n * ld, 11 + n + d, -6, 6), u = randv(n * d, 13 + n, -2, 2);
+        tf::cuda::round_to(gu, dt), tf::cuda::round_to(u, dt);
+        std::vector<float> g(size_t(n * d)), uu(size_t(n * d));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < d; ++j) {
+            g[size_t(i * d + j)] = gu[size_t(i * ld + j)];
+            uu[size_t(i * d + j)] = halves ? gu[size_t(i * ld + d + j)] : u[size_t(i * d + j)];
+          }
+        auto dgu = tf::cuda::upload_as(gu, dt), du = tf::cuda::upload_as(u, dt);
+        const int64_t tail = 64;
+        tf::cuda::DeviceBuffer vec(size_t(n * d + tail) * 2), scalar(size_t(n * d) * 2);
+        tf::cuda::SiluMulParams p;
+        p.gate = dgu.get(), p.up = halves ? static_cast<const void*>(dgu.as<uint16_t>() + d) : du.get();
+        p.count = n * d, p.dtype = dt, p.cols = d, p.ld = ld;
+        vec.poison(), scalar.poison();
+        p.out = vec.get(), p.vec8 = true;
+        tf::cuda::silu_mul(p);
+        p.out = scalar.get(), p.vec8 = false;
+        tf::cuda::silu_mul(p);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        tf::Tensor tg = host(DType::F32, {n, d}, g.data()), tu = host(DType::F32, {n, d}, uu.data());
+        tf::Tensor to = tf::Tensor::cpu(DType::F32, {n, d});
+        tf::ops::silu_mul(tg, tu, to);
+        const std::vector<float> got = tf::cuda::download_as(vec, size_t(n * d + tail), dt);
+        expect_close(got, to.ptr<float>(), size_t(n * d), dt, "silu_mul vec8");
+        for (int64_t i = n * d; i < n * d + tail; ++i) ASSERT_TRUE(std::isnan(got[size_t(i)])) << "wrote past the rows at " << i;
+        std::vector<uint16_t> bv(size_t(n * d)), bs(size_t(n * d));
+        vec.download(bv.data(), bv.size() * 2), scalar.download(bs.data(), bs.size() * 2);
+        EXPECT_EQ(bv, bs) << "vec8 and scalar differ";
+      }
+#endif
+}
+
 TEST(KernelsElementwise, Embedding) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA

@@ -1,11 +1,11 @@
 // The prefill linears under every algorithm choice of kernels/gemm.cuh
-// (cublasGemmEx, each cuBLASLt heuristic candidate, the tuned one) against a
+// (cublasGemmEx, each cuBLASLt heuristic candidate, the tuned one, auto's pick) against a
 // CPU reference in double precision on the same dtype-rounded inputs: awkward
 // shapes (rows, in and out off every tile multiple), f16 and bf16, y in the
 // input dtype or f32, one case with operands 2 bytes off a 16-byte boundary
 // (cuBLASLt is told the alignment). y is poisoned with NaN before every run.
 // Also: the policy switch dispatches to the choice it names (bit-identical),
-// tuned keeps one candidate per shape, and a bad TRIFORCE_GEMM_ALGO names the
+// tuned and auto keep one choice per shape, and a bad TRIFORCE_GEMM_ALGO names the
 // variable. SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
@@ -116,6 +116,7 @@ TEST(KernelsGemmAlgo, EveryChoiceMatchesCpu) {
     EXPECT_GT(candidates, 0) << "cuBLASLt offers no algorithm for n=" << c.n << " in=" << c.in << " out=" << c.out;
     check_against_cpu(c, d, tf::cuda::kGemmChoiceCublas);
     check_against_cpu(c, d, tf::cuda::kGemmChoiceTuned);
+    check_against_cpu(c, d, tf::cuda::kGemmChoiceAuto);
     for (int i = 0; i < candidates; ++i) check_against_cpu(c, d, i);
     EXPECT_THROW(tf::cuda::gemm_choice(params(c, d), candidates), tf::Error) << "a candidate past the list";
   }
@@ -131,6 +132,7 @@ TEST(KernelsGemmAlgo, PolicyDispatch) {
   EXPECT_EQ(tf::cuda::parse_gemm_algo("cublas"), GemmAlgo::Cublas);
   EXPECT_EQ(tf::cuda::parse_gemm_algo("lt"), GemmAlgo::Lt);
   EXPECT_EQ(tf::cuda::parse_gemm_algo("tuned"), GemmAlgo::Tuned);
+  EXPECT_EQ(tf::cuda::parse_gemm_algo("auto"), GemmAlgo::Auto);
   try {
     tf::cuda::parse_gemm_algo("fastest");
     ADD_FAILURE() << "a bad value parsed";
@@ -151,10 +153,15 @@ TEST(KernelsGemmAlgo, PolicyDispatch) {
   const int tuned = tf::cuda::gemm_tuned_candidate(p);
   ASSERT_GE(tuned, 0);
   EXPECT_EQ(tf::cuda::gemm_tuned_candidate(p), tuned) << "tuned changed its mind";
+  const int picked = tf::cuda::gemm_auto_choice(p);
+  ASSERT_TRUE(picked == tf::cuda::kGemmChoiceCublas || (picked >= 0 && picked < tf::cuda::gemm_lt_candidates(p)))
+      << "auto picked " << picked;
+  EXPECT_EQ(tf::cuda::gemm_auto_choice(p), picked) << "auto changed its mind";
   const GemmAlgo before = tf::cuda::gemm_algo();
   const std::pair<GemmAlgo, int> cases[] = {{GemmAlgo::Cublas, tf::cuda::kGemmChoiceCublas},
                                             {GemmAlgo::Lt, 0},
-                                            {GemmAlgo::Tuned, tuned}};
+                                            {GemmAlgo::Tuned, tuned},
+                                            {GemmAlgo::Auto, picked}};
   for (auto [algo, choice] : cases) {
     tf::cuda::set_gemm_algo(algo);
     EXPECT_EQ(bits([&] { tf::cuda::gemm(p); }), bits([&] { tf::cuda::gemm_choice(p, choice); }))

@@ -177,6 +177,8 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   TF_CHECK(gate.shape == up.shape && out.shape == gate.shape, "silu_mul: shapes differ");
   cuda::SiluMulParams p;
   p.gate = gate.data, p.up = up.data, p.out = out.data, p.count = gate.numel(), p.dtype = gate.dtype;
+  p.vec8 = gate.shape.size() == 2 && gate.shape[0] > cuda::kSkinnyGemmMaxRows;  // prefill rows only
+  if (p.vec8) p.cols = p.ld = gate.shape[1];
   cuda::silu_mul(p, cuda::compute_stream());
 }
 
@@ -188,6 +190,7 @@ void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   cuda::SiluMulParams p;
   p.gate = gate_up.data, p.up = static_cast<const uint8_t*>(gate_up.data) + size_t(inter) * dtype_size(gate_up.dtype);
   p.out = out.data, p.count = out.numel(), p.dtype = out.dtype, p.cols = inter, p.ld = 2 * inter;
+  p.vec8 = out.shape[0] > cuda::kSkinnyGemmMaxRows;  // prefill rows only
   cuda::silu_mul(p, cuda::compute_stream());
 }
 
@@ -210,6 +213,7 @@ void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Ten
   }
   p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>(), p.rows = rows.ptr<int32_t>(), p.table_rows = cos.shape[0];
   p.n = in.q.shape[0], p.q_heads = in.q.shape[1], p.kv_heads = in.k.shape[1], p.head_dim = D, p.dtype = in.q.dtype;
+  p.vec8 = p.n > cuda::kSkinnyGemmMaxRows;  // prefill rows only
   cuda::rope_qkv(p, cuda::compute_stream());
 }
 
