@@ -42,9 +42,16 @@ struct SkinnyGemmParams {
   DType dtype = DType::BF16;
   DType y_dtype = DType::BF16;
   int variant = -1;  // a SkinnyVariant, or -1 for skinny_default_variant()
+  // x is [n, 2 * in] = [gate | up] (the stacked gate/up GEMM's output) and the
+  // GEMM reads silu(gate) * up, rounded to dtype exactly as the silu_mul
+  // kernel stores it: the down projection without that kernel, same bits.
+  // The tensor-core variants only (gemm_skinny_fuses_silu_mul()).
+  bool x_silu_mul_halves = false;
 };
 
 constexpr int64_t kSkinnyGemmMaxRows = 32;
 void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream = nullptr);
+// Whether variant (-1: the default) can take x_silu_mul_halves.
+bool gemm_skinny_fuses_silu_mul(int variant = -1);
 
 }  // namespace tf::cuda
