@@ -33,7 +33,8 @@
 // the down projection (fused_silu_down), 4 the combine in the attention split
 // kernel (fused_combine); 0 is the step before them, 7 all three. One run
 // prints 0, 1, 2, 4, 7 for every shape (graphs on, ~2-3 minutes):
-//   bench_model_gpu --benchmark_filter='BM_(Step135M|Verify135M|DraftStep68M|DraftVerify68M)/.*/1/|BM_Decode7B/8192/1/|BM_RetrievalStep7B/.*/1/'
+//   bench_model_gpu --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/|BM_(Verify135M|DraftVerify68M|RetrievalStep7B)/[0-9]+/1/[0-9]+/|BM_Decode7B/8192/1/'
+// (13 shapes x 5 masks = 65 benchmarks).
 // Counters pdl, silu_down and combine show the switches in force; overlapped counts the
 // launches per timed step that carried the PDL attribute (eager steps only: a
 // graph replay launches without the host, so 0 there).
