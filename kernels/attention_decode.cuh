@@ -53,6 +53,8 @@ struct AttentionDecodeParams {
   bool combine_in_split = false;
 };
 
+// Step launches (kernels/pdl.cuh): the split and combine kernels wait for the
+// previous kernel before they read q, the cache, the length or the workspace.
 // The split count attention_decode will use for p (p.num_splits if set).
 int attention_decode_num_splits(const AttentionDecodeParams& p);
 // Bytes of fp32 scratch the launch needs: splits * n * heads * (head_dim + 1) floats.

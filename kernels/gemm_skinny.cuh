@@ -18,6 +18,9 @@
 //     length, 8 16-byte weight loads per lane in flight.
 //   legacy: the first kernel (one warp per output row, x staged in shared
 //     memory per 512-column chunk), kept for comparison.
+// Step launches (kernels/pdl.cuh): inside a step's PDL scope every variant
+// prefetches its block's weight rows into L2, then waits for the previous
+// kernel before it reads x or writes y; outside it the wait is a no-op.
 #pragma once
 #include <cuda_runtime.h>
 
