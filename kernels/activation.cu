@@ -1,6 +1,7 @@
 #include "activation.cuh"
 #include "activation_tile.cuh"
 #include "common.cuh"
+#include "pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -9,6 +10,8 @@ namespace {
 // same instructions either way, so the stacked gate/up path keeps the bits.
 template <class T>
 __global__ void silu_mul_kernel(const T* gate, const T* up, T* out, int64_t count, int64_t cols, int64_t ld) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t src = cols > 0 ? (i / cols) * ld + i % cols : i;
     store_f32(out + i, silu_mul_f32(load_f32(gate + src), load_f32(up + src)));
@@ -59,8 +62,8 @@ void silu_mul(const SiluMulParams& p, cudaStream_t stream) {
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((p.count + threads - 1) / threads, 65535 * 8);
   TF_DISPATCH_HALF(p.dtype, T, {
-    silu_mul_kernel<T><<<unsigned(blocks), threads, 0, stream>>>(
-        static_cast<const T*>(p.gate), static_cast<const T*>(p.up), static_cast<T*>(p.out), p.count, p.cols, p.ld);
+    launch_step(silu_mul_kernel<T>, dim3(unsigned(blocks)), dim3(threads), 0, stream, static_cast<const T*>(p.gate),
+                static_cast<const T*>(p.up), static_cast<T*>(p.out), p.count, p.cols, p.ld);
   });
   CUDA_CHECK_LAUNCH();
 }

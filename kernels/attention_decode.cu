@@ -6,6 +6,7 @@
 #include "attention_decode_tile.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
+#include "pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -14,10 +15,34 @@ using namespace attn;
 
 // grid = (row groups, splits, kv heads); block = the split tile's 128 threads
 // (attention_decode_tile.cuh), which the persistent step kernel runs too.
+// arrivals (combine_in_split): a zeroed word per KV head; the last block of a
+// head to finish (groups x splits of them, the early-exit splits included)
+// resets it and merges the head's rows with attention_combine_rows, as the
+// persistent step's fused attention does, into out.
 template <class T, int D, int MT>
-__global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a) {
+__global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a, unsigned* arrivals, T* out) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   attention_split_tile<T, D, MT>(a, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw, threadIdx.x, 0);
+  if (!arrivals) return;
+  __shared__ bool last;
+  __syncthreads();  // every partial of this block is written (an early-exit split wrote none)
+  if (threadIdx.x == 0) {
+    __threadfence();  // cumulative: the block's partials are visible device-wide before the arrival
+    const unsigned arrived = atomicAdd(arrivals + blockIdx.z, 1u) + 1;
+    last = arrived == gridDim.x * gridDim.y;
+    if (last) atomicExch(arrivals + blockIdx.z, 0u);  // every block of the head has arrived
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
+  const int G = a.G, H = a.H;
+  const int64_t base = int64_t(blockIdx.z) * G;
+  attention_combine_rows<T, LoadCoherent>(
+      a.o_part, a.lse_part, out, int(gridDim.y), a.n * H, a.n * G,
+      [=](int i) { return int64_t(i / G) * H + base + i % G; }, D, a.kv_length, a.chunk,
+      reinterpret_cast<float*>(smem_raw), int(threadIdx.x), kThreads, [] { __syncthreads(); });
 }
 
 // grid = n * H rows, block = 4 * D threads: one row each (attention_combine_rows).
@@ -25,6 +50,8 @@ template <class T>
 __global__ void attention_combine_kernel(const float* __restrict__ o_part, const float* __restrict__ lse_part,
                                          T* __restrict__ out, int grid_splits, int rows, int D,
                                          const int32_t* __restrict__ kv_length, int chunk) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   __shared__ float sm[combine_smem_floats(1, 128)];
   const int64_t row = blockIdx.x;
   attention_combine_rows<T, LoadPlain>(
@@ -54,8 +81,28 @@ int chunk_of(const AttentionDecodeParams& p, int splits) {
   return int((per > 0 ? per : 1) * kTile);
 }
 
+// A zeroed arrival word per KV head for combine_in_split, per device, made
+// once outside stream capture (null inside a capture that would make it: the
+// caller then launches the combine kernel).
+constexpr int kMaxArrivalWords = 65536;
+unsigned* arrival_counters(cudaStream_t stream) {
+  static unsigned* words[64] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  unsigned*& w = words[dev & 63];
+  if (w) return w;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+  if (cs != cudaStreamCaptureStatusNone) return nullptr;
+  CUDA_CHECK(cudaMalloc(&w, sizeof(unsigned) * kMaxArrivalWords));
+  CUDA_CHECK(cudaMemset(w, 0, sizeof(unsigned) * kMaxArrivalWords));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
 template <class T, int D, int MT>
-void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream) {
+void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream,
+                  unsigned* arrivals, T* out) {
   constexpr size_t smem = split_smem_bytes<D, MT>();
   auto* kern = attention_split_kernel<T, D, MT>;
   // Raise the shared-memory limit once per device and instantiation, so the launch itself stays cheap.
@@ -67,7 +114,8 @@ void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cuda
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     attr_set.fetch_or(bit, std::memory_order_release);
   }
-  kern<<<dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), kThreads, smem, stream>>>(a);
+  launch_step(kern, dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), dim3(kThreads), smem, stream, a,
+              arrivals, out);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -141,16 +189,26 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   // One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).
   const int mt = R > 16 ? 2 : 1;
   const int groups = int((R + 16 * mt - 1) / (16 * mt));
+  // The in-split combine merges a head's n G rows in the split's shared memory.
+  const size_t split_smem = p.head_dim == 64 ? (mt == 1 ? split_smem_bytes<64, 1>() : split_smem_bytes<64, 2>())
+                                             : (mt == 1 ? split_smem_bytes<128, 1>() : split_smem_bytes<128, 2>());
+  unsigned* arrivals = nullptr;
+  if (p.combine_in_split && sizeof(float) * size_t(combine_smem_floats(int(R), int(p.head_dim))) <= split_smem &&
+      p.num_kv_heads <= kMaxArrivalWords)
+    arrivals = arrival_counters(stream);
   TF_DISPATCH_HALF(p.dtype, T, {
+    T* out = static_cast<T*>(p.out);
     if (p.head_dim == 64) {
-      if (mt == 1) launch_split<T, 64, 1>(a, groups, splits, int(p.num_kv_heads), stream);
-      else launch_split<T, 64, 2>(a, groups, splits, int(p.num_kv_heads), stream);
+      if (mt == 1) launch_split<T, 64, 1>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
+      else launch_split<T, 64, 2>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
     } else {
-      if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream);
-      else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream);
+      if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
+      else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
     }
-    attention_combine_kernel<T><<<unsigned(rows), unsigned(kCombineGroups * p.head_dim), 0, stream>>>(
-        a.o_part, a.lse_part, static_cast<T*>(p.out), splits, int(rows), int(p.head_dim), p.kv_length, a.chunk);
+    if (!arrivals)  // else the last split block of each head combined
+      launch_step(attention_combine_kernel<T>, dim3(unsigned(rows)), dim3(unsigned(kCombineGroups * p.head_dim)), 0,
+                  stream, static_cast<const float*>(a.o_part), static_cast<const float*>(a.lse_part),
+                  static_cast<T*>(p.out), splits, int(rows), int(p.head_dim), p.kv_length, a.chunk);
   });
   CUDA_CHECK_LAUNCH();
 }

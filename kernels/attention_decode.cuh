@@ -44,8 +44,17 @@ struct AttentionDecodeParams {
   int64_t split_slots = 0;
   float* workspace = nullptr;            // attention_decode_workspace_bytes(p) bytes of device memory
   DType dtype = DType::BF16;             // of q, KV, out
+  // The combine by the last split block of each KV head to finish (an arrival
+  // counter per head) instead of a kernel of its own: the same combine code on
+  // the same partials, so the same bits (StepFusions::fused_combine). Falls
+  // back to the combine kernel where the rows' merge does not fit the split's
+  // shared memory, or on a first call inside stream capture (the counters are
+  // allocated outside it).
+  bool combine_in_split = false;
 };
 
+// Step launches (kernels/pdl.cuh): the split and combine kernels wait for the
+// previous kernel before they read q, the cache, the length or the workspace.
 // The split count attention_decode will use for p (p.num_splits if set).
 int attention_decode_num_splits(const AttentionDecodeParams& p);
 // Bytes of fp32 scratch the launch needs: splits * n * heads * (head_dim + 1) floats.

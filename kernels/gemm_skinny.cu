@@ -7,6 +7,7 @@
 #include "common.cuh"
 #include "gemm_skinny.cuh"
 #include "gemm_skinny_tile.cuh"
+#include "pdl.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -14,15 +15,48 @@ namespace {
 using skinny::ld_stream;
 __device__ __forceinline__ uint4 ld_x(const void* p) { return skinny::XReadOnly::ld(p); }
 
+// Under PDL (kernels/pdl.cuh) a block asks L2 for its weight rows [j0, j0 +
+// rows) (contiguous: W is row-major) before it waits for the previous kernel,
+// so the weight stream starts while that one drains; x is read only after the
+// wait. The loads and the arithmetic are unchanged: same bits with or without.
+template <class T>
+__device__ __forceinline__ void prefetch_rows_then_wait(const T* w, int64_t j0, int64_t rows, int64_t in,
+                                                        int64_t out, bool prefetch) {
+  if (prefetch && j0 < out) {
+    // 16 KB pieces, one a thread: a short hint each, issued in parallel.
+    constexpr int64_t kPiece = 16384;
+    const int64_t bytes = min(rows, out - j0) * in * int64_t(sizeof(T));
+    const char* base = reinterpret_cast<const char*>(w + j0 * in);
+    for (int64_t off = int64_t(threadIdx.x) * kPiece; off < bytes; off += int64_t(blockDim.x) * kPiece)
+      prefetch_l2(base + off, uint32_t(min(kPiece, bytes - off)));
+  }
+  pdl_wait();
+  pdl_trigger();
+}
+
 // ---- tensor cores ----
 // grid.x = ceil(out / 16); KW warps per block; NT = ceil(n / 8) x tiles; the
 // tile itself is skinny::mma_tile (gemm_skinny_tile.cuh), which the persistent
 // step kernel runs too.
 template <class T, class Y, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_mma_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                              Y* __restrict__ y, int n, int64_t in, int64_t out) {
+                                                              Y* __restrict__ y, int n, int64_t in, int64_t out,
+                                                              bool prefetch) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, prefetch);
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
   skinny::mma_tile<T, Y, KW, U, NT, skinny::XReadOnly>(x, in, w, y, out, n, in, out, blockIdx.x, part);
+}
+
+// The same tile over a stacked [gate | up] x (rows 2 in apart) whose loads
+// compute silu(gate) * up (skinny::XSiluMulHalves).
+template <class T, class Y, int KW, int U, int NT>
+__global__ void __launch_bounds__(KW * 32) skinny_mma_silu_kernel(const T* __restrict__ gate_up,
+                                                                   const T* __restrict__ w, Y* __restrict__ y,
+                                                                   int n, int64_t in, int64_t out, bool prefetch) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, prefetch);
+  __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
+  skinny::mma_tile<T, Y, KW, U, NT>(gate_up, 2 * in, w, y, out, n, in, out, blockIdx.x, part,
+                                    skinny::XSiluMulHalves<T>{in});
 }
 
 // ---- CUDA cores ----
@@ -36,7 +70,8 @@ template <class T, class Y, int NR>
 __global__ void __launch_bounds__(kSimtWarps * 32) skinny_simt_kernel(const T* __restrict__ x,
                                                                        const T* __restrict__ w,
                                                                        Y* __restrict__ y, int n, int64_t in,
-                                                                       int64_t out) {
+                                                                       int64_t out, bool prefetch) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kSimtRows, kSimtRows, in, out, prefetch);
   constexpr int kKb = kSimtU * 256;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j0 = int64_t(blockIdx.x) * kSimtRows;
@@ -115,7 +150,8 @@ template <class T, class Y, int NR>
 __global__ void __launch_bounds__(kLegacyWarps * 32) skinny_legacy_kernel(const T* __restrict__ x,
                                                                            const T* __restrict__ w,
                                                                            Y* __restrict__ y, int n, int64_t in,
-                                                                           int64_t out) {
+                                                                           int64_t out, bool prefetch) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kLegacyWarps, kLegacyWarps, in, out, prefetch);
   __shared__ __align__(16) T xs[NR * kLegacyChunk];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j = int64_t(blockIdx.x) * kLegacyWarps + warp;
@@ -164,32 +200,44 @@ unsigned blocks_for(int64_t out, int64_t rows_per_block) { return unsigned((out 
 template <class T, class Y, int KW, int U>
 void launch_mma(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, 16);
+  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
   // The tile count only bounds the loop; a row's arithmetic is the same in each.
-  if (n <= 8) skinny_mma_kernel<T, Y, KW, U, 1><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 16) skinny_mma_kernel<T, Y, KW, U, 2><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
-  else skinny_mma_kernel<T, Y, KW, U, 4><<<b, KW * 32, 0, st>>>(x, w, y, n, in, out);
+  if (n <= 8) launch_step(skinny_mma_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 16) launch_step(skinny_mma_kernel<T, Y, KW, U, 2>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
+  else launch_step(skinny_mma_kernel<T, Y, KW, U, 4>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
+}
+
+template <class T, class Y, int KW, int U>
+void launch_mma_silu(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
+  const unsigned b = blocks_for(out, 16);
+  const bool pf = pdl_scope_on();
+  if (n <= 8) launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 16) launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 2>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
+  else launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 4>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
 }
 
 template <class T, class Y>
 void launch_simt(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kSimtRows);
+  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
   const int th = kSimtWarps * 32;
-  if (n <= 1) skinny_simt_kernel<T, Y, 1><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 4) skinny_simt_kernel<T, Y, 4><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 8) skinny_simt_kernel<T, Y, 8><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 16) skinny_simt_kernel<T, Y, 16><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else skinny_simt_kernel<T, Y, 32><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  if (n <= 1) launch_step(skinny_simt_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 4) launch_step(skinny_simt_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 8) launch_step(skinny_simt_kernel<T, Y, 8>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 16) launch_step(skinny_simt_kernel<T, Y, 16>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else launch_step(skinny_simt_kernel<T, Y, 32>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
 }
 
 template <class T, class Y>
 void launch_legacy(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kLegacyWarps);
+  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
   const int th = kLegacyWarps * 32;
-  if (n <= 1) skinny_legacy_kernel<T, Y, 1><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 4) skinny_legacy_kernel<T, Y, 4><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 8) skinny_legacy_kernel<T, Y, 8><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else if (n <= 16) skinny_legacy_kernel<T, Y, 16><<<b, th, 0, st>>>(x, w, y, n, in, out);
-  else skinny_legacy_kernel<T, Y, 32><<<b, th, 0, st>>>(x, w, y, n, in, out);
+  if (n <= 1) launch_step(skinny_legacy_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 4) launch_step(skinny_legacy_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 8) launch_step(skinny_legacy_kernel<T, Y, 8>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else if (n <= 16) launch_step(skinny_legacy_kernel<T, Y, 16>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
+  else launch_step(skinny_legacy_kernel<T, Y, 32>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
 }
 
 template <class T, class Y>
@@ -198,6 +246,10 @@ void launch(const SkinnyGemmParams& p, SkinnyVariant v, cudaStream_t st) {
   const T* w = static_cast<const T*>(p.w);
   Y* y = static_cast<Y*>(p.y);
   const int n = int(p.n);
+  if (p.x_silu_mul_halves) {
+    if (v == SkinnyVariant::mma_k4u8) return launch_mma_silu<T, Y, 4, 8>(x, w, y, n, p.in, p.out, st);
+    return launch_mma_silu<T, Y, 8, 4>(x, w, y, n, p.in, p.out, st);  // gemm_skinny checked the variant
+  }
   switch (v) {
     case SkinnyVariant::mma_k8u4: return launch_mma<T, Y, 8, 4>(x, w, y, n, p.in, p.out, st);
     case SkinnyVariant::mma_k4u8: return launch_mma<T, Y, 4, 8>(x, w, y, n, p.in, p.out, st);
@@ -233,6 +285,11 @@ SkinnyVariant skinny_default_variant() {
   return v;
 }
 
+bool gemm_skinny_fuses_silu_mul(int variant) {
+  const SkinnyVariant v = variant < 0 ? skinny_default_variant() : SkinnyVariant(variant);
+  return v == SkinnyVariant::mma_k8u4 || v == SkinnyVariant::mma_k4u8;
+}
+
 void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (p.n == 0 || p.out == 0) return;
   TF_CHECK(p.x && p.w && p.y && p.n > 0 && p.n <= kSkinnyGemmMaxRows && p.in > 0 && p.in % 8 == 0,
@@ -242,6 +299,8 @@ void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream) {
   TF_CHECK(p.y_dtype == p.dtype || p.y_dtype == DType::F32, "cuda::gemm_skinny: y must be the input dtype or f32");
   TF_CHECK(p.variant >= -1 && p.variant < kSkinnyVariants, "cuda::gemm_skinny: variant " << p.variant << " out of range");
   const SkinnyVariant v = p.variant < 0 ? skinny_default_variant() : SkinnyVariant(p.variant);
+  TF_CHECK(!p.x_silu_mul_halves || gemm_skinny_fuses_silu_mul(p.variant),
+           "cuda::gemm_skinny: the SiLU-mul input needs a tensor-core variant, not " << skinny_variant_name(v));
   if (p.y_dtype == DType::F32) {
     TF_DISPATCH_HALF(p.dtype, T, { launch<T, float>(p, v, stream); });
   } else {

@@ -18,6 +18,9 @@
 //     length, 8 16-byte weight loads per lane in flight.
 //   legacy: the first kernel (one warp per output row, x staged in shared
 //     memory per 512-column chunk), kept for comparison.
+// Step launches (kernels/pdl.cuh): inside a step's PDL scope every variant
+// prefetches its block's weight rows into L2, then waits for the previous
+// kernel before it reads x or writes y; outside it the wait is a no-op.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -42,9 +45,16 @@ struct SkinnyGemmParams {
   DType dtype = DType::BF16;
   DType y_dtype = DType::BF16;
   int variant = -1;  // a SkinnyVariant, or -1 for skinny_default_variant()
+  // x is [n, 2 * in] = [gate | up] (the stacked gate/up GEMM's output) and the
+  // GEMM reads silu(gate) * up, rounded to dtype exactly as the silu_mul
+  // kernel stores it: the down projection without that kernel, same bits.
+  // The tensor-core variants only (gemm_skinny_fuses_silu_mul()).
+  bool x_silu_mul_halves = false;
 };
 
 constexpr int64_t kSkinnyGemmMaxRows = 32;
 void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream = nullptr);
+// Whether variant (-1: the default) can take x_silu_mul_halves.
+bool gemm_skinny_fuses_silu_mul(int variant = -1);
 
 }  // namespace tf::cuda

@@ -9,6 +9,7 @@
 #if defined(__CUDACC__)
 #include <type_traits>
 
+#include "activation_tile.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
 
@@ -54,6 +55,25 @@ struct XShared {
   }
 };
 
+// x = silu(gate) * up of a stacked [gate | up] row, made on the fly from 8
+// gate and 8 up elements (the up half `up_offset` elements after the gate
+// column) with silu_mul_f32 and the rounding to T that the standalone silu_mul
+// kernel stores (activation.cu): the GEMM sees the very bits it would read
+// from that kernel's output, without the launch and the round trip.
+template <class T> struct XSiluMulHalves {
+  int64_t up_offset;
+  __device__ __forceinline__ uint4 ld(const void* p) const {
+    const uint4 g = XReadOnly::ld(p), u = XReadOnly::ld(static_cast<const T*>(p) + up_offset);
+    const T* gh = reinterpret_cast<const T*>(&g);
+    const T* uh = reinterpret_cast<const T*>(&u);
+    uint4 r;
+    T* rh = reinterpret_cast<T*>(&r);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) rh[e] = from_f32<T>(silu_mul_f32(to_f32(gh[e]), to_f32(uh[e])));
+    return r;
+  }
+};
+
 // Floats of shared scratch one tile needs for the warps' partial sums.
 template <int KW, int NT> struct MmaPart {
   static constexpr int kFloats = (KW > 1 ? KW - 1 : 1) * NT * 4 * 32;
@@ -72,7 +92,7 @@ template <int KW, int NT> struct MmaPart {
 template <class T, class Y, int KW, int U, int NT, class XL>
 __device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
                                          Y* __restrict__ y, int64_t y_ld, int n, int64_t in, int64_t out,
-                                         int64_t tile, float* part) {
+                                         int64_t tile, float* part, const XL& xl = XL{}) {
   constexpr int kKb = U * 32;  // columns of one warp's k-block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t j0 = tile * 16;
@@ -109,7 +129,7 @@ __device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, 
 #pragma unroll
       for (int q = 0; q < NT; ++q) {
         // Past the row end both operands are zero, so a NaN beyond x's row cannot leak in.
-        const uint4 xv = !kTail || c < in ? XL::ld(xr[q] + c) : zero;
+        const uint4 xv = !kTail || c < in ? xl.ld(xr[q] + c) : zero;
         const uint32_t a0[4] = {a[s].x, b[s].x, a[s].y, b[s].y};
         const uint32_t a1[4] = {a[s].z, b[s].z, a[s].w, b[s].w};
         mma::mma16816<T>(acc[q], a0, xv.x, xv.y);

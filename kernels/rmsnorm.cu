@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "pdl.cuh"
 #include "rmsnorm.cuh"
 #include "rmsnorm_tile.cuh"
 
@@ -16,6 +17,8 @@ constexpr int kMaxPerThread = 16;  // d <= 1024 * 16
 template <class T>
 __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ w,
                                T* __restrict__ out, int64_t d, float eps, bool rounded_sum) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const T* xr = x + row * d;
   T* rr = residual ? residual + row * d : nullptr;
@@ -53,6 +56,8 @@ __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x
 template <class T>
 __global__ void rmsnorm_vec8_kernel(T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ w,
                                     T* __restrict__ out, int64_t d, float eps, bool rounded_sum) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   T* rr = residual ? residual + row * d : nullptr;
   rmsnorm_vec8_row<T, LoadPlain>(rr, rr, x + row * d, w, out + row * d, d, eps, rounded_sum, int(threadIdx.x),
@@ -71,9 +76,9 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   if (vec8) {
     const int threads = rmsnorm_vec8_threads(p.d);
     TF_DISPATCH_HALF(p.dtype, T, {
-      rmsnorm_vec8_kernel<T><<<unsigned(p.n), threads, 0, stream>>>(
-          static_cast<T*>(p.residual), static_cast<const T*>(p.x), static_cast<const T*>(p.weight),
-          static_cast<T*>(p.out), p.d, p.eps, p.rounded_sum);
+      launch_step(rmsnorm_vec8_kernel<T>, dim3(unsigned(p.n)), dim3(threads), 0, stream,
+                  static_cast<T*>(p.residual), static_cast<const T*>(p.x), static_cast<const T*>(p.weight),
+                  static_cast<T*>(p.out), p.d, p.eps, p.rounded_sum);
     });
     CUDA_CHECK_LAUNCH();
     return;
@@ -81,11 +86,9 @@ void rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   int64_t want = ((p.d + 3) / 4 + 31) / 32 * 32;  // ~4 elements a thread
   const int threads = int(want < 128 ? 128 : (want > 1024 ? 1024 : want));
   TF_DISPATCH_HALF(p.dtype, T, {
-    rmsnorm_kernel<T><<<unsigned(p.n), threads, 0, stream>>>(static_cast<T*>(p.residual),
-                                                              static_cast<const T*>(p.x),
-                                                              static_cast<const T*>(p.weight),
-                                                              static_cast<T*>(p.out), p.d, p.eps,
-                                                              p.rounded_sum);
+    launch_step(rmsnorm_kernel<T>, dim3(unsigned(p.n)), dim3(threads), 0, stream, static_cast<T*>(p.residual),
+                static_cast<const T*>(p.x), static_cast<const T*>(p.weight), static_cast<T*>(p.out), p.d, p.eps,
+                p.rounded_sum);
   });
   CUDA_CHECK_LAUNCH();
 }

@@ -1,4 +1,5 @@
 #include "common.cuh"
+#include "pdl.cuh"
 #include "rope.cuh"
 #include "rope_tile.cuh"
 
@@ -11,6 +12,8 @@ namespace {
 // persistent step kernel. q_out, k_out and v_out may be their inputs (in place).
 template <class T>
 __global__ void rope_qkv_kernel(RopeQkvParams p) {
+  pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
+  pdl_trigger();
   const int64_t h = int64_t(blockIdx.y) * blockDim.y + threadIdx.y;
   rope_qkv_row<T, LoadPlain>(p, blockIdx.x, h, int(threadIdx.x), int(blockDim.x));
 }
@@ -106,7 +109,7 @@ void rope_qkv(const RopeQkvParams& p, cudaStream_t stream) {
   const int ty = 256 / tx;
   dim3 block(tx, ty);
   dim3 grid(unsigned(p.n), unsigned((heads + ty - 1) / ty));
-  TF_DISPATCH_HALF(p.dtype, T, { rope_qkv_kernel<T><<<grid, block, 0, stream>>>(p); });
+  TF_DISPATCH_HALF(p.dtype, T, { launch_step(rope_qkv_kernel<T>, grid, block, 0, stream, p); });
   CUDA_CHECK_LAUNCH();
 }
 

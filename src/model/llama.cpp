@@ -269,15 +269,27 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   Tensor q = slice_rows(q_, 0, n), k = slice_rows(k_, 0, n), v = slice_rows(v_, 0, n);
   Tensor att = slice_rows(att_, 0, n), gate = slice_rows(gate_, 0, n), up = slice_rows(up_, 0, n);
   // proj = in . W^T summed over the tensor-parallel ranks (o and down are row-parallel).
-  auto row_parallel_linear = [&](const Tensor& in, const Tensor& W) {
+  // An NCCL kernel is not PDL-aware: the kernel after it launches normally.
+  // silu_halves: `in` is the stacked gate/up output and the GEMM reads
+  // silu(gate) * up from it (StepFusions::fused_silu_down; `gate` is the
+  // scratch where it cannot).
+  auto row_parallel_linear = [&](const Tensor& in, const Tensor& W, bool silu_halves = false) {
+    auto lin = [&](Tensor& out) {
+      if (silu_halves) ops::linear_silu_mul_halves(in, W, out, gate);
+      else ops::linear(in, W, out);
+    };
     if (!proj32_.data) {
-      ops::linear(in, W, proj);
-      if (comm_) comm_->allreduce_sum(proj);
+      lin(proj);
+      if (comm_) {
+        comm_->allreduce_sum(proj);
+        ops::step_launch_break();
+      }
       return;
     }
     Tensor p32 = slice_rows(proj32_, 0, n);
-    ops::linear(in, W, p32);
+    lin(p32);
     comm_->allreduce_sum(p32);
+    ops::step_launch_break();
     ops::cast(p32, proj);
   };
   const int64_t half = D / 2;
@@ -302,6 +314,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   ap.num_heads = H;
   ap.num_kv_heads = KH;
   ap.head_dim = D;
+  ap.combine_in_split = cuda && fusions_.fused_combine;
   if (g) {
     ap.grid_slots = g->grid_slots;
     ap.workspace = attn_ws_.data;
@@ -320,6 +333,12 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
   // A small model's whole step as one launch (model/persistent_step.cpp), bit-identical to what follows.
   if (cuda && persistent_applies(n, cache)) return run_persistent(n, cache, out_from, logits_out, g);
+  // Programmatic dependent launch between the step's kernels (StepFusions::pdl),
+  // from the embedding (after the input copies above) to the lm_head; never
+  // for prefill-sized chunks, the query capture (a copy per layer) or an
+  // offloaded cache (copies between the layers).
+  const ops::StepLaunchOverlap overlap(cuda && fusions_.pdl && n <= kGraphMaxTokens && !capture_q_ &&
+                                       !cache.offloaded());
 
   // Step fusions (model/step_fusions.h), CUDA only; each is bit-identical to
   // the ops it replaces. The stacked GEMMs serve every step of <= 32 tokens
@@ -396,13 +415,18 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
     if (stacked) {
       ops::linear(xn, L.w_gate_up, gu_out);
-      ops::silu_mul_halves(gu_out, gate);
+      if (fusions_.fused_silu_down && stack_step) {  // the fused down GEMM is the skinny (<= 32-row) kernel
+        row_parallel_linear(gu_out, L.w_down, true);
+      } else {
+        ops::silu_mul_halves(gu_out, gate);
+        row_parallel_linear(gate, L.w_down);
+      }
     } else {
       ops::linear(xn, L.w_gate, gate);
       ops::linear(xn, L.w_up, up);
       ops::silu_mul(gate, up, gate);
+      row_parallel_linear(gate, L.w_down);
     }
-    row_parallel_linear(gate, L.w_down);
     if (fuse_norm && l + 1 < cfg_.num_layers) {
       ops::add_rmsnorm(x, proj, w_.layers[size_t(l + 1)].attn_norm, xn, np_stored);  // x += mlp; xn = next norm
     } else if (fuse_norm && want_logits) {
@@ -433,6 +457,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       ops::linear(xr, w_.lm_head, lg);
       if (g) copy_bytes_async(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
       else copy_bytes(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      ops::step_launch_break();  // a copy is no kernel: the next block's lm_head launches normally
     }
   }
 }

@@ -25,6 +25,9 @@ const StepFusions& step_fusions_default() {
     d.fused_rope_kv = switch_from_env("TRIFORCE_FUSED_ROPE_KV", d.fused_rope_kv);
     d.fused_add_norm = switch_from_env("TRIFORCE_FUSED_ADD_NORM", d.fused_add_norm);
     d.persistent_step = switch_from_env("TRIFORCE_PERSISTENT_STEP", d.persistent_step);
+    d.pdl = switch_from_env("TRIFORCE_PDL", d.pdl);
+    d.fused_silu_down = switch_from_env("TRIFORCE_FUSED_SILU_DOWN", d.fused_silu_down);
+    d.fused_combine = switch_from_env("TRIFORCE_FUSED_COMBINE", d.fused_combine);
     return d;
   }();
   return f;

@@ -15,6 +15,22 @@
 //     the device) as one persistent kernel (kernels/persistent_step.cuh), which
 //     runs the per-op kernels' tiles with grid barriers between them; it
 //     replaces the other three where it applies and gives their bits.
+//   fused_silu_down (TRIFORCE_FUSED_SILU_DOWN, off by default until
+//     measured): with the stacked gate/up GEMM, the down projection reads
+//     silu(gate) * up straight from its output, computed in the skinny GEMM's
+//     input load with the silu_mul kernel's own expression and rounding (one
+//     launch a layer fewer).
+//   fused_combine (TRIFORCE_FUSED_COMBINE, off by default until measured):
+//     decode attention's combine done by the last split block of each KV head
+//     to finish (an arrival counter), with the combine kernel's code: one
+//     launch a layer fewer.
+//   pdl (TRIFORCE_PDL, off by default until measured): the kernels of a step
+//     of <= 32 tokens launch with programmatic dependent launch, so each one's
+//     launch, ramp and weight prefetch overlap the previous one's tail (in
+//     eager runs and as programmatic edges in the step graphs). Every kernel
+//     waits for its predecessor before it reads an activation or writes
+//     anything (kernels/pdl.cuh), so the bits are those of the plain launches;
+//     the kernel after an NCCL collective or a copy launches normally.
 #pragma once
 
 namespace tf {
@@ -24,6 +40,9 @@ struct StepFusions {
   bool fused_rope_kv = true;
   bool fused_add_norm = true;
   bool persistent_step = false;
+  bool pdl = false;
+  bool fused_silu_down = false;
+  bool fused_combine = false;
 };
 
 // The defaults of models made in this process: every fusion on, unless its

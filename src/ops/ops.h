@@ -90,6 +90,12 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 // The same from a stacked gate/up GEMM output gate_up [n, 2 * inter] (gate
 // the first half of each row, up the second) into out [n, inter].
 void silu_mul_halves(const Tensor& gate_up, Tensor& out);
+// y = silu_mul_halves(gate_up) . W^T (the down projection of a stacked
+// gate/up step). On CUDA with <= 32 rows and a tensor-core skinny variant one
+// kernel computes the SwiGLU in the GEMM's input load, bit-identical to the
+// two ops; elsewhere it is those two ops, with `scratch` [n, inter] holding
+// the SwiGLU. y [n, out] in gate_up's dtype or f32.
+void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y, Tensor& scratch);
 
 // ---- attention over a KV view ----
 // What a cache hands attention for one layer: K and V for kv head h, slot j
@@ -129,6 +135,9 @@ struct AttentionParams {
   int64_t grid_slots = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // CUDA decode: the last split block of each KV head merges the splits (no
+  // combine launch; the same bits). StepFusions::fused_combine.
+  bool combine_in_split = false;
 };
 // Decode attention splits the KV at fixed multiples of this many slots, the
 // same for every call of a process (batch invariance: a verified row then sees
@@ -164,5 +173,23 @@ struct SoftmaxParams {
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
 // Index of the largest value of each row (first one on ties). x f32 [n, vocab]; out i32 [n].
 void argmax(const Tensor& x, Tensor& out);
+
+// ---- launch overlap in a decode step (programmatic dependent launch) ----
+// While a StepLaunchOverlap made with on = true lives, the CUDA step kernels
+// this thread launches may start while their predecessor drains (their
+// launch, ramp and weight prefetch overlap it; kernels/pdl.cuh has the rule
+// each kernel keeps, so the bits never change). The caller calls
+// step_launch_break() after anything else it enqueues inside (a copy, an NCCL
+// collective), so the kernel after it launches normally. A no-op on the CPU.
+class StepLaunchOverlap {
+ public:
+  explicit StepLaunchOverlap(bool on);
+  ~StepLaunchOverlap();
+  StepLaunchOverlap(const StepLaunchOverlap&) = delete;
+  StepLaunchOverlap& operator=(const StepLaunchOverlap&) = delete;
+};
+void step_launch_break();
+// Kernel launches of the process that carried the overlap attribute.
+int64_t step_overlapped_launches();
 
 }  // namespace tf::ops

@@ -29,6 +29,18 @@
 // persistent_used whether the timed steps took it (a small model, n <= 8).
 // BM_Verify135M and BM_DraftVerify68M are the small models' verification
 // shapes (n = 3 and 5 tokens).
+// The step benchmarks of issue 17 (BM_Decode7B, BM_RetrievalStep7B,
+// BM_DraftStep68M, BM_Step135M, BM_Verify135M, BM_DraftVerify68M) take a last
+// argument, a bit mask of the launch switches, whatever the environment says:
+// 1 programmatic dependent launch (StepFusions::pdl), 2 the SiLU-mul read by
+// the down projection (fused_silu_down), 4 the combine in the attention split
+// kernel (fused_combine); 0 is the step before them, 7 all three. One run
+// prints 0, 1, 2, 4, 7 for every shape (graphs on, ~2-3 minutes):
+//   bench_model_gpu --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/|BM_(Verify135M|DraftVerify68M|RetrievalStep7B)/[0-9]+/1/[0-9]+/|BM_Decode7B/8192/1/'
+// (13 shapes x 5 masks = 65 benchmarks).
+// Counters pdl, silu_down and combine show the switches in force; overlapped counts the
+// launches per timed step that carried the PDL attribute (eager steps only: a
+// graph replay launches without the host, so 0 there).
 //
 // Per-kernel times: the timed iterations (not the model setup or the warm-up)
 // run between cudaProfilerStart and cudaProfilerStop, and TRIFORCE_BENCH_STEPS=N
@@ -50,6 +62,7 @@
 #include "core/device.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "ops/ops.h"
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_profiler_api.h>
@@ -131,6 +144,22 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
   state.counters["rope_kv"] = m.step_fusions().fused_rope_kv;
   state.counters["add_norm"] = m.step_fusions().fused_add_norm;
   state.counters["persistent"] = m.step_fusions().persistent_step;
+  state.counters["pdl"] = m.step_fusions().pdl;
+  state.counters["silu_down"] = m.step_fusions().fused_silu_down;
+  state.counters["combine"] = m.step_fusions().fused_combine;
+}
+
+// The launch switches as the bit mask state.range(mask_at) says (-1: the
+// process defaults): 1 pdl, 2 fused_silu_down, 4 fused_combine.
+void set_launch_switches(benchmark::State& state, LlamaModel& m, int mask_at) {
+  StepFusions f = m.step_fusions();
+  const StepFusions& d = step_fusions_default();
+  const int64_t mask = mask_at >= 0 ? state.range(mask_at)
+                                    : (d.pdl ? 1 : 0) | (d.fused_silu_down ? 2 : 0) | (d.fused_combine ? 4 : 0);
+  const bool pdl = (mask & 1) != 0, silu_down = (mask & 2) != 0, combine = (mask & 4) != 0;
+  if (f.pdl == pdl && f.fused_silu_down == silu_down && f.fused_combine == combine) return;
+  f.pdl = pdl, f.fused_silu_down = silu_down, f.fused_combine = combine;
+  m.set_step_fusions(f);  // drops the recorded graphs: they launch what the old switches chose
 }
 
 // Claim `len` slots (positions 0..len-1) without computing them: a step's cost
@@ -144,12 +173,15 @@ void set_length(FullKVCache& cache, int64_t len) {
 
 // A step of n_tokens at context state.range(0) (the KV length the step ends
 // at), graphs on when state.range(1) != 0, on a cache of `capacity` slots
-// (0: the full-context cache).
-void step(benchmark::State& state, const std::string& name, int64_t n_tokens, int64_t capacity = 0) {
+// (0: the full-context cache), the launch switches as state.range(mask_at)
+// says (-1: the process defaults).
+void step(benchmark::State& state, const std::string& name, int64_t n_tokens, int64_t capacity = 0,
+          int mask_at = -1) {
   Loaded& l = get(name);
   const int64_t ctx = state.range(0);
   const bool graphs = state.range(1) != 0;
   l.model->set_cuda_graphs(graphs);
+  set_launch_switches(state, *l.model, mask_at);
   FullKVCache& cache = cache_of(l, capacity);
   set_length(cache, ctx - n_tokens);
   std::vector<int32_t> toks(static_cast<size_t>(n_tokens), 17);
@@ -161,6 +193,7 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   }
   std::vector<double> times;
   const int64_t persistent_before = l.model->persistent_steps();
+  const int64_t overlapped_before = ops::step_overlapped_launches();
   profile_begin();
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -181,8 +214,14 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.counters["graphs"] = graphs ? 1 : 0;
   state.counters["replays"] = double(l.model->step_graphs().replays());
   state.counters["persistent_used"] = l.model->persistent_steps() > persistent_before ? 1 : 0;
+  // Graph replays launch without the host: count the overlapped launches of the
+  // eager steps (and of the captures) per timed step.
+  state.counters["overlapped"] =
+      double(ops::step_overlapped_launches() - overlapped_before) / double(std::max<int64_t>(1, state.iterations()));
   fusion_counters(state, *l.model);
-  state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager"));
+  state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager") +
+                 (l.model->step_fusions().pdl ? " pdl" : "") + (l.model->step_fusions().fused_silu_down ? " silu_down" : "") +
+                 (l.model->step_fusions().fused_combine ? " combine" : ""));
 }
 
 void prefill(benchmark::State& state, const std::string& name) {
@@ -312,35 +351,40 @@ constexpr int64_t kRetrievalBudget = 4096, kGamma = 6;
 // The draft's StreamingLLM cache: 16 sinks + 234 window (+ gamma for the block).
 constexpr int64_t kDraftCache = 16 + 234;
 
-void BM_Decode7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 1); }
+void BM_Decode7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 1, 0, 2); }
 void BM_RetrievalStep7B(benchmark::State& s) {
-  step(s, "synthetic:llama2-7b-128k", s.range(2), kRetrievalBudget + kGamma + 1);
+  step(s, "synthetic:llama2-7b-128k", s.range(2), kRetrievalBudget + kGamma + 1, 3);
 }
-void BM_DraftStep68M(benchmark::State& s) { step(s, "synthetic:llama-68m", 1, kDraftCache + kGamma); }
+void BM_DraftStep68M(benchmark::State& s) { step(s, "synthetic:llama-68m", 1, kDraftCache + kGamma, 2); }
 void BM_Verify7_7B(benchmark::State& s) { step(s, "synthetic:llama2-7b-128k", 7); }
 void BM_Prefill7B(benchmark::State& s) { prefill(s, "synthetic:llama2-7b-128k"); }
 void BM_Prefill8B_GQA(benchmark::State& s) { prefill(s, "synthetic:llama3.1-8b"); }
 void BM_Decode8B_GQA(benchmark::State& s) { step(s, "synthetic:llama3.1-8b", 1); }
 // SmolLM2-135M, the default model's shape: a step at a short context and at
 // 6478 slots (the long default prompt).
-void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1); }
+void BM_Step135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", 1, 0, 2); }
 // Their verification shapes: n = state.range(2) tokens (3: TriForce's middle
 // level verifying the draft's 2; 5: a longer block).
-void BM_Verify135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", s.range(2)); }
-void BM_DraftVerify68M(benchmark::State& s) { step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma); }
+void BM_Verify135M(benchmark::State& s) { step(s, "synthetic:smollm2-135m", s.range(2), 0, 3); }
+void BM_DraftVerify68M(benchmark::State& s) {
+  step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma, 3);
+}
 void BM_Phases135M(benchmark::State& s) { phases(s, "synthetic:smollm2-135m", s.range(1)); }
 void BM_Phases68M(benchmark::State& s) { phases(s, "synthetic:llama-68m", s.range(1), kDraftCache + kGamma); }
 
 }  // namespace
 
-// Arguments: context, graphs (1) or eager (0)[, tokens].
-BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
+// Arguments: context, graphs (1) or eager (0)[, tokens][, launch switches: 1 pdl | 2 silu_down | 4 combine].
+BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}, {0, 1, 2, 4, 7}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_Verify7_7B)->ArgsProduct({{8192, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 // Context = what the step's attention reads: the budget plus the step's tokens.
 BENCHMARK(BM_RetrievalStep7B)
-    ->Args({kRetrievalBudget + 1, 1, 1})->Args({kRetrievalBudget + 1, 0, 1})
-    ->Args({kRetrievalBudget + 3, 1, 3})->Args({kRetrievalBudget + 3, 0, 3})
-    ->Args({kRetrievalBudget + kGamma, 1, kGamma})->Args({kRetrievalBudget + kGamma, 0, kGamma})
+    ->ArgsProduct({{kRetrievalBudget + 1}, {1}, {1}, {0, 1, 2, 4, 7}})
+    ->ArgsProduct({{kRetrievalBudget + 1}, {0}, {1}, {0, 1, 2, 4, 7}})
+    ->ArgsProduct({{kRetrievalBudget + 3}, {1}, {3}, {0, 1, 2, 4, 7}})
+    ->ArgsProduct({{kRetrievalBudget + 3}, {0}, {3}, {0, 1, 2, 4, 7}})
+    ->ArgsProduct({{kRetrievalBudget + kGamma}, {1}, {kGamma}, {0, 1, 2, 4, 7}})
+    ->ArgsProduct({{kRetrievalBudget + kGamma}, {0}, {kGamma}, {0, 1, 2, 4, 7}})
     ->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 // Arguments: tokens, attention backend (0 ours, 1 cuDNN), chunk, gemm (0 cublas, 1 lt, 2 tuned, 3 auto),
 // stacked prefill GEMMs (TRIFORCE_PREFILL_STACKED: 0 off, 1 on).
@@ -357,10 +401,10 @@ BENCHMARK(BM_Prefill8B_GQA)
     ->Args({131072, 1, 8192, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 // Arguments: context, tokens.
 BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);

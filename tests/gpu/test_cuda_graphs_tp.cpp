@@ -3,7 +3,10 @@
 // of the same shard give bit-identical logits, step by step. One process runs
 // a 1-rank NCCL communicator (plain ctest, or mpirun -np 1); under mpirun -np N
 // (one GPU per rank, NCCL_NVLS_ENABLE=0) each rank runs its shard of the
-// gqa_f32 fixture (N must divide its 2 KV heads).
+// gqa_f32 fixture (N must divide its 2 KV heads). Each also with the step's
+// programmatic dependent launch (StepFusions::pdl) in the graph run: the
+// kernel after an allreduce launches normally, and the bits are the plain
+// eager run's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +23,7 @@
 #include "model/checkpoint.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "ops/ops.h"
 
 using namespace tf;
 
@@ -31,7 +35,17 @@ parallel::Communicator* nccl() {
   return c;
 }
 
+// The graph model with PDL on or off; the eager one always plain.
+void use_pdl(LlamaModel& graph, LlamaModel& eager, bool pdl) {
+  StepFusions f = graph.step_fusions();
+  f.pdl = pdl;
+  graph.set_step_fusions(f);
+  f.pdl = false;
+  eager.set_step_fusions(f);
+}
+
 void compare_steps(LlamaModel& graph, LlamaModel& eager, const std::vector<int32_t>& prompt, int64_t head) {
+  const int64_t overlapped = ops::step_overlapped_launches();
   auto cg = graph.make_cache(int64_t(prompt.size()) + 8), ce = eager.make_cache(int64_t(prompt.size()) + 8);
   const std::vector<int32_t> first(prompt.begin(), prompt.begin() + head);
   Tensor a = graph.forward(first, cg, 1), b = eager.forward(first, ce, 1);
@@ -47,6 +61,7 @@ void compare_steps(LlamaModel& graph, LlamaModel& eager, const std::vector<int32
   }
   EXPECT_GT(graph.step_graphs().replays(), 10) << "no graph was replayed";
   EXPECT_GT(graph.step_graphs().captures(), 0);
+  if (graph.step_fusions().pdl) EXPECT_GT(ops::step_overlapped_launches(), overlapped) << "no launch overlapped";
 }
 
 }  // namespace
@@ -59,11 +74,15 @@ TEST(CudaGraphsTp, ShardedFixtureGraphEqualsEager) {
   if (ck.config.num_kv_heads % comm->size() != 0) GTEST_SKIP() << "TP " << comm->size() << " does not divide the KV heads";
   const ShardSpec shard = parallel::tp_shard(ck.config, dir);
   const LlamaWeights w = upload_weights(LlamaWeights::load(*ck.weights, ck.config, shard), Device::CUDA, DType::BF16);
-  LlamaModel graph(ck.config, w, 64, comm), eager(ck.config, w, 64, comm);
-  graph.set_cuda_graphs(true);
-  eager.set_cuda_graphs(false);
   const Tensor pt = read_npy(dir + "/prompt.npy");
-  compare_steps(graph, eager, std::vector<int32_t>(pt.ptr<int32_t>(), pt.ptr<int32_t>() + pt.numel()), 100);
+  for (bool pdl : {false, true}) {
+    SCOPED_TRACE(pdl ? "pdl on" : "pdl off");
+    LlamaModel graph(ck.config, w, 64, comm), eager(ck.config, w, 64, comm);
+    graph.set_cuda_graphs(true);
+    eager.set_cuda_graphs(false);
+    use_pdl(graph, eager, pdl);
+    compare_steps(graph, eager, std::vector<int32_t>(pt.ptr<int32_t>(), pt.ptr<int32_t>() + pt.numel()), 100);
+  }
 }
 
 TEST(CudaGraphsTp, SyntheticSmolLM2OneRank) {
@@ -72,12 +91,16 @@ TEST(CudaGraphsTp, SyntheticSmolLM2OneRank) {
   if (comm->size() != 1) GTEST_SKIP() << "synthetic models are not sharded";
   const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
   const LlamaWeights w = synthetic_weights(cfg, Device::CUDA, DType::BF16, 5);
-  LlamaModel graph(cfg, w, 512, comm), eager(cfg, w, 512, comm);
-  graph.set_cuda_graphs(true);
-  eager.set_cuda_graphs(false);
   std::vector<int32_t> prompt(620);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 7919 + 3) % size_t(cfg.vocab_size));
-  compare_steps(graph, eager, prompt, 480);  // decode across the 512-slot split
+  for (bool pdl : {false, true}) {
+    SCOPED_TRACE(pdl ? "pdl on" : "pdl off");
+    LlamaModel graph(cfg, w, 512, comm), eager(cfg, w, 512, comm);
+    graph.set_cuda_graphs(true);
+    eager.set_cuda_graphs(false);
+    use_pdl(graph, eager, pdl);
+    compare_steps(graph, eager, prompt, 480);  // decode across the 512-slot split
+  }
 }
 #else
 TEST(CudaGraphsTp, ShardedFixtureGraphEqualsEager) { REQUIRE_DEVICE(); }

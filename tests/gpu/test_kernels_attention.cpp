@@ -3,7 +3,10 @@
 // KV lengths 1..65537, head_dim 64/128, MHA and GQA, f16 and bf16, 1..32
 // query tokens causal by position. The output and the split workspace are
 // poisoned with NaN before launch, and the cache slots past the length hold
-// NaN, so a read outside [0, length) or a missing write shows up.
+// NaN, so a read outside [0, length) or a missing write shows up. Every case
+// also runs with the combine done by the last split block of each KV head
+// (combine_in_split), twice (the arrival counters must reset), and has to give
+// the combine kernel's bits.
 // SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
@@ -73,6 +76,19 @@ void run_case(const Case& c) {
   tf::cuda::attention_decode(p);
   CUDA_CHECK(cudaDeviceSynchronize());
   auto got = tf::cuda::download_as(dout, q.size(), c.dt);
+  const size_t out_bytes = q.size() * 2;
+  std::vector<uint8_t> plain_bits(out_bytes), fused_bits(out_bytes);
+  dout.download(plain_bits.data(), out_bytes);
+  for (int rep = 0; rep < 2; ++rep) {
+    tf::cuda::AttentionDecodeParams pi = p;
+    pi.combine_in_split = true;
+    ws.poison();
+    dout.poison();
+    tf::cuda::attention_decode(pi);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    dout.download(fused_bits.data(), out_bytes);
+    EXPECT_TRUE(fused_bits == plain_bits) << "combine in the split kernel, call " << rep;
+  }
 
   tf::Tensor tq = tf::Tensor::cpu(DType::F32, {c.n, c.H, D}), tp = tf::Tensor::cpu(DType::I32, {c.n});
   std::memcpy(tq.data, q.data(), tq.bytes());

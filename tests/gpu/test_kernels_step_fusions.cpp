@@ -9,6 +9,7 @@
 // slots the op must not touch have to stay poisoned. SKIPPED without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -193,6 +194,35 @@ TEST(KernelsStepFusions, SiluMulHalvesMatchesCpuAndUnfused) {
         ops::silu_mul_halves(hgu, ref);
         expect_close(fused, ref.ptr<float>(), ref.numel(), dt, "silu_mul_halves vs CPU", 6.0f);
       }
+}
+
+// The down projection that reads silu(gate) * up in its input load
+// (linear_silu_mul_halves, StepFusions::fused_silu_down) against
+// silu_mul_halves then linear, bit for bit: bf16/f16 and f32 outputs, inter
+// not a multiple of the 128-column k-block, out not a multiple of the 16-row
+// tile, every n of the three tile counts.
+TEST(KernelsStepFusions, SiluMulDownGemmEqualsSiluMulThenLinear) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (auto [I, out] : {std::pair<int64_t, int64_t>{1536, 576}, {200, 37}, {2816, 1024}, {11008, 4096}})
+      for (int64_t n : {1, 2, 7, 8, 9, 16, 17, 32})
+        for (DType ydt : {dt, DType::F32}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " inter=" << I << " out=" << out << " n=" << n
+                                            << " y " << dtype_name(ydt));
+          Tensor gu = to_device_as(host_random({n, 2 * I}, 41 + n + I, 6.0f), Device::CUDA, dt);
+          Tensor w = to_device_as(host_random({out, I}, 43 + out, 0.05f), Device::CUDA, dt);
+          Tensor act = poisoned(dt, {n, I}), plain = poisoned(ydt, {n, out}), fused = poisoned(ydt, {n, out});
+          ops::silu_mul_halves(gu, act);
+          ops::linear(act, w, plain);
+          Tensor unused = poisoned(dt, {n, I});  // the scratch, untouched when the kernel fuses
+          ops::linear_silu_mul_halves(gu, w, fused, unused);
+          expect_bitwise(fused, plain, "silu-down GEMM");
+          const std::vector<uint8_t> u = raw(unused);
+          EXPECT_TRUE(std::all_of(u.begin(), u.end(), [](uint8_t b) { return b == 0xFF; }))
+              << "the fused path wrote its fallback scratch";
+          Tensor hy = to_host_f32(fused);
+          for (int64_t j = 0; j < hy.numel(); ++j) ASSERT_TRUE(std::isfinite(hy.ptr<float>()[j])) << j;
+        }
 }
 
 TEST(KernelsStepFusions, AddRmsNormRoundedSumIsAddThenNorm) {

@@ -6,7 +6,9 @@
 // GEMMs and without them, graphs on and off, and the step fusions
 // (model/step_fusions.h) all on and all off, and with the persistent
 // whole-step kernel (StepFusions::persistent_step: decode and 7-token verify
-// both take it).
+// both take it), and with the fusions on plus programmatic dependent launch
+// and the SiLU-mul read by the down projection and the combine in the split
+// kernel (StepFusions::pdl, fused_silu_down, fused_combine).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,8 +69,9 @@ void check(const ModelConfig& cfg, LlamaWeights w, const std::string& name) {
     LlamaWeights ws = w;
     if (!stacked)
       for (auto& L : ws.layers) L.wqkv = Tensor(), L.w_gate_up = Tensor();
-    for (int mode : {0, 1, 2}) {  // the step fusions all on, all off, the persistent step
-      const bool fused = mode != 1, persistent = mode == 2;
+    // the step fusions all on, all off, the persistent step, on + PDL + the fused SiLU-down
+    for (int mode : {0, 1, 2, 3}) {
+      const bool fused = mode != 1, persistent = mode == 2, pdl = mode == 3;
       if (!stacked && !fused) continue;  // without stacked weights only the other two switches act
       if (!stacked && persistent) continue;  // it needs the stacked weights
       for (bool graphs : {true, false}) {
@@ -76,14 +79,17 @@ void check(const ModelConfig& cfg, LlamaWeights w, const std::string& name) {
         m.set_cuda_graphs(graphs);
         StepFusions f = fused ? StepFusions{true, true, true} : StepFusions{false, false, false};
         f.persistent_step = persistent;
+        f.pdl = pdl;
+        f.fused_silu_down = pdl;
+        f.fused_combine = pdl;
         m.set_step_fusions(f);
         for (int64_t prompt : {1000, 6478}) {
           const Mismatch r = decode_vs_verify(m, prompt, 70);
-          std::printf("[ invariance ] %s stacked=%d fusions=%d persistent=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
-                      name.c_str(), int(stacked), int(fused), int(persistent), int(graphs), (long long)prompt,
-                      (long long)r.rows, (long long)r.first, r.max_abs);
+          std::printf("[ invariance ] %s stacked=%d fusions=%d persistent=%d pdl=%d graphs=%d prompt %lld: %lld of 70 rows differ (first %lld, max |d| %.3g)\n",
+                      name.c_str(), int(stacked), int(fused), int(persistent), int(pdl), int(graphs),
+                      (long long)prompt, (long long)r.rows, (long long)r.first, r.max_abs);
           EXPECT_EQ(r.rows, 0) << name << " stacked=" << stacked << " fusions=" << fused << " persistent=" << persistent
-                               << " graphs=" << graphs << " prompt " << prompt;
+                               << " pdl=" << pdl << " graphs=" << graphs << " prompt " << prompt;
         }
         if (persistent) EXPECT_GT(m.persistent_steps(), 0) << name << ": the persistent step never ran";
       }

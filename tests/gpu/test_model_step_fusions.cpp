@@ -7,6 +7,11 @@
 // The persistent whole-step kernel (StepFusions::persistent_step) too: on with
 // every switch off and with every switch on (its steps of <= 8 tokens, the
 // per-op path with those switches for the 20-, 32- and 700-token calls).
+// Programmatic dependent launch (StepFusions::pdl), the SiLU-mul read by the
+// down projection (fused_silu_down) and the combine in the attention split
+// kernel (fused_combine) too, each alone and all together, with every switch
+// off and every switch on, graphs on and off; with PDL the launches must have
+// overlapped.
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
 // llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
 // 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
@@ -21,6 +26,7 @@
 #include "model/checkpoint.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "ops/ops.h"
 #include "random_data.h"
 #include "require_device.h"
 
@@ -47,20 +53,30 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
   ref.set_cuda_graphs(false);
   ref.set_step_fusions(StepFusions{false, false, false});
   const std::vector<Tensor> want = run_sequence(ref);
-  for (bool persistent : {false, true})
+  // extra: 0 the three switches alone, 1 with the persistent step, 2 with PDL,
+  // 3 with the fused SiLU-down, 4 with the fused combine, 5 with all three
+  for (int extra : {0, 1, 2, 3, 4, 5})
   for (int bits = 0; bits < 8; ++bits)
     for (bool graphs : {false, true}) {
+      const bool persistent = extra == 1, pdl = extra == 2 || extra == 5, silu_down = extra == 3 || extra == 5;
+      const bool combine = extra >= 4;
       StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
       f.persistent_step = persistent;
-      if (bits == 0 && !graphs && !persistent) continue;  // the reference itself
-      if (persistent && bits != 0 && bits != 7) continue;
+      f.pdl = pdl;
+      f.fused_silu_down = silu_down;
+      f.fused_combine = combine;
+      if (bits == 0 && !graphs && extra == 0) continue;  // the reference itself
+      if (extra != 0 && bits != 0 && bits != 7) continue;
+      const int64_t overlapped = ops::step_overlapped_launches();
       LlamaModel m(cfg, w, 512);
       m.set_cuda_graphs(graphs);
       m.set_step_fusions(f);
       const std::vector<Tensor> got = run_sequence(m);
       const std::string what = name + " stacked=" + std::to_string(f.stacked_gemms) + " rope_kv=" +
                                std::to_string(f.fused_rope_kv) + " add_norm=" + std::to_string(f.fused_add_norm) +
-                               " graphs=" + std::to_string(graphs) + " persistent=" + std::to_string(persistent);
+                               " graphs=" + std::to_string(graphs) + " persistent=" + std::to_string(persistent) +
+                               " pdl=" + std::to_string(pdl) + " silu_down=" + std::to_string(silu_down) +
+                               " combine=" + std::to_string(combine);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
@@ -72,6 +88,7 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       if (graphs) EXPECT_GT(m.step_graphs().replays(), 0) << what << ": no graph was replayed";
       if (persistent && m.persistent_step_unsupported().empty())
         EXPECT_GT(m.persistent_steps(), 0) << what << ": the persistent step never ran";
+      if (pdl) EXPECT_GT(ops::step_overlapped_launches(), overlapped) << what << ": no launch overlapped";
     }
 }
 

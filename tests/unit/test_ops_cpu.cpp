@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ops/ops.h"
@@ -391,6 +392,25 @@ TEST(OpsCpu, SiluMulHalvesAndRoundedAddNorm) {
   Tensor bad = Tensor::cpu(DType::F32, {2, 7});
   Tensor gu = randn({2, 16}, rng);
   EXPECT_THROW(ops::silu_mul_halves(gu, bad), tf::Error);
+  // The down projection over a stacked gate/up output: on the CPU the two ops,
+  // the SwiGLU left in the scratch; a weight of the wrong width is refused.
+  {
+    Tensor gu2 = randn({3, 32}, rng), w = randn({5, 16}, rng);
+    Tensor y = Tensor::cpu(DType::F32, {3, 5}), scratch = Tensor::cpu(DType::F32, {3, 16});
+    Tensor act = Tensor::cpu(DType::F32, {3, 16}), want = Tensor::cpu(DType::F32, {3, 5});
+    ops::linear_silu_mul_halves(gu2, w, y, scratch);
+    ops::silu_mul_halves(gu2, act);
+    ops::linear(act, w, want);
+    expect_close(y, as_ref(want), 1e-12, "linear_silu_mul_halves");
+    expect_close(scratch, as_ref(act), 1e-12, "linear_silu_mul_halves scratch");
+    Tensor wide = randn({5, 32}, rng);
+    try {
+      ops::linear_silu_mul_halves(gu2, wide, y, scratch);
+      ADD_FAILURE() << "a [5, 32] weight for a [3, 32] gate/up was accepted";
+    } catch (const tf::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("linear_silu_mul_halves"), std::string::npos) << e.what();
+    }
+  }
   // rounded_sum: on f32 activations the stored sum is the sum, so add_rmsnorm
   // with it is add_inplace followed by rmsnorm, exactly.
   for (int64_t d : {64, 576}) {

@@ -132,6 +132,15 @@ void rope_qkv_to_cache(const QKVRows& in, const Tensor& cos, const Tensor& sin, 
                cap * D, D);
 }
 
+void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y, Tensor& scratch) {
+  TF_CHECK(gate_up.shape.size() == 2 && weight.shape.size() == 2 && gate_up.shape[1] == 2 * weight.shape[1],
+           "linear_silu_mul_halves: gate_up " << shape_str(gate_up.shape) << " does not match W "
+                                              << shape_str(weight.shape) << " (expected [n, 2 * inter], [out, inter])");
+  if (gate_up.device == Device::CUDA && cuda_body::linear_silu_mul_halves(gate_up, weight, y)) return;
+  silu_mul_halves(gate_up, scratch);
+  linear(scratch, weight, y);
+}
+
 void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   TF_CHECK(gate_up.shape.size() == 2 && out.shape.size() == 2 && gate_up.shape[0] == out.shape[0] &&
                gate_up.shape[1] == 2 * out.shape[1],

@@ -13,6 +13,7 @@
 #include "embedding.cuh"
 #include "gemm.cuh"
 #include "gemm_skinny.cuh"
+#include "pdl.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
 #include "sampling.cuh"
@@ -182,6 +183,24 @@ void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   cuda::silu_mul(p, cuda::compute_stream());
 }
 
+bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y) {
+  expect_dev("linear_silu_mul_halves", "gate_up", gate_up, 2);
+  expect_dev("linear_silu_mul_halves", "weight", weight, 2);
+  expect_dev("linear_silu_mul_halves", "y", y, 2);
+  expect_half("linear_silu_mul_halves", "weight", weight, gate_up.dtype);
+  TF_CHECK(y.dtype == gate_up.dtype || y.dtype == DType::F32,
+           "linear_silu_mul_halves: y is " << dtype_name(y.dtype) << ", expected " << dtype_name(gate_up.dtype) << " or f32");
+  const int64_t n = gate_up.shape[0], inter = weight.shape[1];
+  TF_CHECK(y.shape[0] == n && y.shape[1] == weight.shape[0],
+           "linear_silu_mul_halves: y " << shape_str(y.shape) << " does not match [" << n << ", " << weight.shape[0] << "]");
+  if (n > cuda::kSkinnyGemmMaxRows || inter % 8 != 0 || !cuda::gemm_skinny_fuses_silu_mul()) return false;
+  cuda::SkinnyGemmParams p;
+  p.x = gate_up.data, p.w = weight.data, p.y = y.data, p.n = n, p.in = inter, p.out = weight.shape[0];
+  p.dtype = gate_up.dtype, p.y_dtype = y.dtype, p.x_silu_mul_halves = true;
+  cuda::gemm_skinny(p, cuda::compute_stream());
+  return true;
+}
+
 void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   expect_dev("silu_mul_halves", "gate_up", gate_up, 2);
   expect_dev("silu_mul_halves", "out", out, 2);
@@ -263,7 +282,7 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     // Fixed splits from slot 0: a query's output is then the same in a
     // 7-token verification and in its own decode step (batch invariance).
     p.split_slots = attention_split_slots();
-    p.scale = ap.scale, p.dtype = q.dtype;
+    p.scale = ap.scale, p.dtype = q.dtype, p.combine_in_split = ap.combine_in_split;
     const size_t need = cuda::attention_decode_workspace_bytes(p);
     if (ap.workspace) {
       TF_CHECK(n <= per && ap.workspace_bytes >= need,
@@ -312,6 +331,7 @@ void linear(const Tensor&, const Tensor&, Tensor&) { none("linear"); }
 void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&) { none("rope_apply_rows"); }
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
 void silu_mul_halves(const Tensor&, Tensor&) { none("silu_mul_halves"); }
+bool linear_silu_mul_halves(const Tensor&, const Tensor&, Tensor&) { none("linear_silu_mul_halves"); }
 void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const Tensor*, Tensor&, Tensor&, Tensor&,
               bool to_cache) {
   none(to_cache ? "rope_qkv_to_cache" : "rope_qkv_split");
@@ -323,3 +343,19 @@ void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax
 #endif
 
 }  // namespace tf::ops::cuda_body
+
+namespace tf::ops {
+
+#ifdef TRIFORCE_HAVE_CUDA
+StepLaunchOverlap::StepLaunchOverlap(bool on) { cuda::pdl_begin(on); }
+StepLaunchOverlap::~StepLaunchOverlap() { cuda::pdl_end(); }
+void step_launch_break() { cuda::pdl_break(); }
+int64_t step_overlapped_launches() { return cuda::pdl_launches(); }
+#else
+StepLaunchOverlap::StepLaunchOverlap(bool) {}
+StepLaunchOverlap::~StepLaunchOverlap() {}
+void step_launch_break() {}
+int64_t step_overlapped_launches() { return 0; }
+#endif
+
+}  // namespace tf::ops

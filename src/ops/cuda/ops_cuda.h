@@ -15,6 +15,9 @@ void linear(const Tensor& x, const Tensor& weight, Tensor& y);
 void rope_apply_at(Tensor& q, Tensor* k, const Tensor& cos, const Tensor& sin, const Tensor& rows);
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void silu_mul_halves(const Tensor& gate_up, Tensor& out);
+// The one-kernel down projection of linear_silu_mul_halves; false (nothing
+// launched) where the skinny GEMM cannot take it.
+bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y);
 // rope_qkv_split (to_cache false: k_dst, v_dst [n, kv_heads, hd]) and
 // rope_qkv_to_cache (true: one cache layer [kv_heads, capacity, hd] at *slots);
 // ops_step_cpu.cpp has checked the shapes.
