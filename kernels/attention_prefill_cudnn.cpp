@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "device_release.cuh"
 
 #ifdef TRIFORCE_HAVE_CUDNN
 #include <chrono>
@@ -76,6 +77,20 @@ State& state() {
   return *s;
 }
 
+// Frees the graphs (their plans), workspaces and handles before exit (release_device_state); the
+// stats stay. Errors ignored: it runs at exit.
+void release_state() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.graphs.clear();
+  s.kernel_caches.clear();
+  for (int d = 0; d < 64; ++d) {
+    if (s.workspaces[d].ptr) cudaFree(s.workspaces[d].ptr);
+    s.workspaces[d] = Workspace{};
+    if (s.handles[d]) cudnnDestroy(s.handles[d]), s.handles[d] = nullptr;
+  }
+}
+
 bool dynamic_shapes_wanted() {
   static const bool on = [] {
     const char* e = std::getenv("TRIFORCE_CUDNN_DYNAMIC_SHAPES");
@@ -85,7 +100,10 @@ bool dynamic_shapes_wanted() {
 }
 
 cudnnHandle_t handle_for(State& s, int dev) {
-  if (!s.handles[dev]) CUDNN_CHECK(cudnnCreate(&s.handles[dev]));
+  if (!s.handles[dev]) {
+    CUDNN_CHECK(cudnnCreate(&s.handles[dev]));
+    at_device_release(release_state);
+  }
   return s.handles[dev];
 }
 
@@ -100,6 +118,7 @@ void* workspace_for(State& s, int dev, size_t bytes, cudaStream_t stream) {
     const size_t grown = std::max(bytes, size_t(1) << 20);
     CUDA_CHECK(cudaMalloc(&w.ptr, grown));
     w.bytes = grown;
+    at_device_release(release_state);
   }
   return w.ptr;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common.cuh"
+#include "device_release.cuh"
 #include "gemm.cuh"
 
 namespace tf::cuda {
@@ -39,14 +40,21 @@ int current_device() {
 }
 
 // One handle per device for the process (cuBLAS handles are expensive to make).
+cublasHandle_t cublas_handles[64] = {};
+
+void release_cublas_handles() {  // errors ignored: it runs at exit
+  for (cublasHandle_t& h : cublas_handles)
+    if (h) cublasDestroy(h), h = nullptr;
+}
+
 cublasHandle_t handle_for_current_device() {
-  static cublasHandle_t handles[64] = {};
   const int dev = current_device();
-  if (!handles[dev]) {
-    CUBLAS_CHECK(cublasCreate(&handles[dev]));
-    CUBLAS_CHECK(cublasSetMathMode(handles[dev], CUBLAS_DEFAULT_MATH));
+  if (!cublas_handles[dev]) {
+    CUBLAS_CHECK(cublasCreate(&cublas_handles[dev]));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_handles[dev], CUBLAS_DEFAULT_MATH));
+    at_device_release(release_cublas_handles);
   }
-  return handles[dev];
+  return cublas_handles[dev];
 }
 
 void run_cublas(const GemmParams& p, cudaStream_t stream) {
@@ -86,8 +94,22 @@ struct LtState {
   std::map<ShapeKey, LtShape> shapes;
 };
 LtState& lt_state() {
-  static LtState* s = new LtState;  // never destroyed (library teardown order at exit)
+  static LtState* s = new LtState;  // never destroyed: release_lt_state frees its contents before exit
   return *s;
+}
+
+void release_lt_state() {  // errors ignored: it runs at exit
+  LtState& s = lt_state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (auto& [key, sh] : s.shapes) {
+    cublasLtMatrixLayoutDestroy(sh.a), cublasLtMatrixLayoutDestroy(sh.b), cublasLtMatrixLayoutDestroy(sh.c);
+    cublasLtMatmulDescDestroy(sh.desc);
+  }
+  s.shapes.clear();
+  for (int d = 0; d < 64; ++d) {
+    if (s.workspaces[d]) cudaFree(s.workspaces[d]), s.workspaces[d] = nullptr;
+    if (s.handles[d]) cublasLtDestroy(s.handles[d]), s.handles[d] = nullptr;
+  }
 }
 
 // The shape's descriptors and candidates, made on first sight. Called with s.mu held.
@@ -98,6 +120,7 @@ LtShape& lt_shape(LtState& s, const GemmParams& p, int dev) {
   if (it != s.shapes.end()) return it->second;
   if (!s.handles[dev]) CUBLAS_CHECK(cublasLtCreate(&s.handles[dev]));
   if (!s.workspaces[dev]) CUDA_CHECK(cudaMalloc(&s.workspaces[dev], kLtWorkspaceBytes));
+  at_device_release(release_lt_state);
   LtShape sh;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&sh.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/device.h"
 #include "parallel/launch.h"
 
 namespace {
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     tf::parallel::abort_all(e.what(), 1);
   }
+  tf::release_device_state();  // before the CUDA runtime's own teardown at exit
   tf::parallel::finalize();
   return rc;
 }

@@ -5,8 +5,22 @@
 #include "parallel/gpu_comm.h"
 #include "parallel/tensor_parallel.h"
 #include "model/weights_device.h"
+#ifdef TRIFORCE_HAVE_CUDA
+#include "device_release.cuh"
+#endif
 
 namespace tf::cli {
+
+#ifdef TRIFORCE_HAVE_CUDA
+namespace {
+// The process's GPU communicator under a launcher (made once, with the first CUDA model).
+parallel::Communicator* g_gpu_comm = nullptr;
+void release_gpu_comm() {
+  delete g_gpu_comm;
+  g_gpu_comm = nullptr;
+}
+}  // namespace
+#endif
 
 DeviceChoice parse_device(const std::string& device, const std::string& dtype) {
   DeviceChoice d;
@@ -72,9 +86,13 @@ Session open_session(const std::string& path, int64_t kv_capacity, bool with_tok
   // its local rank and joins the NCCL communicator (made once per process;
   // host-staged MPI when ranks share a GPU, see dist/gpu_comm.h).
   if (dev.device == Device::CUDA && parallel::world().mpi) {
-    // Never destroyed: ncclCommDestroy after MPI_Finalize / CUDA teardown can hang.
-    static parallel::Communicator* nccl = parallel::make_gpu_communicator().release();
-    nccl_comm = nccl;
+    // Not a static object: ncclCommDestroy after MPI_Finalize / CUDA teardown can hang. main's
+    // release_device_state destroys it before both, on every rank (its buffers are leaks otherwise).
+    if (!g_gpu_comm) {
+      g_gpu_comm = parallel::make_gpu_communicator().release();
+      cuda::at_device_release(release_gpu_comm);
+    }
+    nccl_comm = g_gpu_comm;
   }
 #endif
   const int64_t chunk = dev.max_chunk > 0             ? dev.max_chunk

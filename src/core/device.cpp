@@ -7,6 +7,7 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "device_release.cuh"
 #include "stream.cuh"
 #endif
 
@@ -94,6 +95,12 @@ void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev
   cuda_ok(cudaMemcpyAsync(dst, src, bytes, kind_of(dst_dev, src_dev), cuda::compute_stream()), "cudaMemcpyAsync");
 #else
   copy_bytes(dst, dst_dev, src, src_dev, bytes);
+#endif
+}
+
+void release_device_state() {
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda::release_device_state();
 #endif
 }
 

@@ -32,6 +32,12 @@ void stream_synchronize();
 void device_synchronize();
 // Bytes free and total on the current CUDA device (0, 0 without CUDA).
 void device_memory(size_t& free_bytes, size_t& total_bytes);
+// Frees the process-lifetime device state (cuBLAS/cuBLASLt/cuDNN handles and
+// workspaces, the split-KV and gather scratch, the KV offload staging slots)
+// while the CUDA context is still alive: main and the GPU tests call it before
+// exit so that compute-sanitizer's leak check reports only real leaks. Later
+// use makes the state again. No-op without CUDA; never throws.
+void release_device_state();
 
 // A host f32 copy of any tensor (converts f16/bf16; i32 is not converted).
 Tensor to_host_f32(const Tensor& t);

@@ -9,6 +9,7 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "device_release.cuh"
 #include "stream.cuh"
 #endif
 
@@ -71,12 +72,25 @@ struct Pipeline {
     OFFLOAD_CHECK(cudaEventCreateWithFlags(&compute_mark, cudaEventDisableTiming));
   }
   // Never destroyed: the process exit tears the context down, and freeing
-  // after the CUDA runtime's own teardown fails.
+  // after the CUDA runtime's own teardown fails. The staging slots are freed
+  // before exit by release_staging_slots (release_device_state); the stream and
+  // events stay, as pinned buffers freed later still wait on the copy stream.
 };
 
 Pipeline& pipe() {
   static Pipeline* p = new Pipeline();
   return *p;
+}
+
+void release_staging_slots() {  // errors ignored: it runs at exit
+  Pipeline& p = pipe();
+  cudaStreamSynchronize(p.copy);
+  for (int s = 0; s < 2; ++s) {
+    if (p.k[s]) cudaFree(p.k[s]);
+    if (p.v[s]) cudaFree(p.v[s]);
+    p.k[s] = p.v[s] = nullptr;
+  }
+  p.bytes = 0;
 }
 
 cudaStream_t compute() { return tf::cuda::compute_stream(); }
@@ -149,6 +163,7 @@ void reserve(size_t bytes) {
     }
   }
   p.bytes = bytes;
+  tf::cuda::at_device_release(release_staging_slots);
 }
 
 void* staging_k(int slot) { return pipe().k[slot]; }

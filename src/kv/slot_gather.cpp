@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #ifdef TRIFORCE_HAVE_CUDA
+#include "device_release.cuh"
 #include "kv_gather.cuh"
 #include "stream.cuh"
 #endif
@@ -29,16 +30,26 @@ void rerotate(float* k, const std::vector<float>& inv_freq, int64_t delta) {
 #ifdef TRIFORCE_HAVE_CUDA
 // The gather's index arrays go to one grow-only device buffer per process, copied
 // in stream order: a cudaMalloc + cudaFree (and a device sync) per call made every
-// StreamingLLM eviction of the draft cost hundreds of microseconds. Never freed
-// (process lifetime; a static destructor would run after the CUDA context is gone).
+// StreamingLLM eviction of the draft cost hundreds of microseconds. Kept for the
+// process and freed by release_device_state before exit (a static destructor would
+// run after the CUDA context is gone).
+Tensor* index_scratch_buf = nullptr;
+
+void release_index_scratch() {
+  delete index_scratch_buf;
+  index_scratch_buf = nullptr;
+}
+
 uint8_t* index_scratch(size_t bytes) {
-  static Tensor* buf = nullptr;
+  Tensor*& buf = index_scratch_buf;
   if (!buf || size_t(buf->bytes()) < bytes) {
     if (buf) {
       device_synchronize();  // earlier gathers may still read the old buffer
       delete buf;
+      buf = nullptr;
     }
     buf = new Tensor(empty_tensor(Device::CUDA, DType::I32, {int64_t((std::max<size_t>(bytes, 1 << 16) + 3) / 4)}));
+    cuda::at_device_release(release_index_scratch);
   }
   return static_cast<uint8_t*>(buf->data);
 }

@@ -6,7 +6,19 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "core/device.h"
+
 namespace tf::testing {
+// After the last test, while the CUDA context is alive, the process-lifetime
+// device state is freed: compute-sanitizer's leak check then reports only what a
+// test or the code really lost (experiments/h200/sanitize.sh).
+class ReleaseDeviceState : public ::testing::Environment {
+ public:
+  void TearDown() override { ::tf::release_device_state(); }
+};
+inline ::testing::Environment* const kReleaseDeviceState =
+    ::testing::AddGlobalTestEnvironment(new ReleaseDeviceState);
+
 inline bool have_cuda_device() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {

@@ -22,9 +22,11 @@
 #include "model/weights_device.h"
 #include "random_data.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 #include "speculative/methods.h"
 
 using namespace tf;
+using tf::testing::pick;
 using tf::testing::tokens_for;
 
 namespace {
@@ -80,12 +82,20 @@ TEST(CudaGraphs, DecodeVerifySplitBoundariesRollbackBitIdentical) {
   // 500 -> 1120: one-token steps and 7-token verifies across the 512 and 1024
   // split boundaries (and the graph grid buckets of 1, 2 and 4 splits).
   std::vector<int64_t> sizes;
-  for (int i = 0; i < 30; ++i) sizes.push_back(1);
-  for (int i = 0; i < 140; ++i) sizes.push_back(i % 2 ? 1 : 7);
-  for (int i = 0; i < 10; ++i) sizes.push_back(3);
+  if (!tf::testing::sanitizer_shapes()) {
+    for (int i = 0; i < 30; ++i) sizes.push_back(1);
+    for (int i = 0; i < 140; ++i) sizes.push_back(i % 2 ? 1 : 7);
+    for (int i = 0; i < 10; ++i) sizes.push_back(3);
+  } else {  // the same boundaries in fewer steps: 500 -> 546, one 470-token chunk, 1016 -> 1046
+    for (int i = 0; i < 6; ++i) sizes.push_back(1);
+    for (int i = 0; i < 10; ++i) sizes.push_back(i % 2 ? 1 : 7);
+    sizes.push_back(470);
+    for (int i = 0; i < 6; ++i) sizes.push_back(i % 2 ? 1 : 7);
+    for (int i = 0; i < 2; ++i) sizes.push_back(3);
+  }
   std::vector<Tensor> first;
   step_both(p, cg, ce, sizes, V, 100, &first);
-  EXPECT_GT(p.graph->step_graphs().replays(), 50);
+  EXPECT_GT(p.graph->step_graphs().replays(), pick(50, 5));
   EXPECT_GE(p.graph->step_graphs().captures(), 3);  // n = 1, 7, 3
   EXPECT_EQ(p.eager->step_graphs().replays(), 0);
   // Rollback into the middle and replay the same steps: the same bits again.
@@ -94,7 +104,7 @@ TEST(CudaGraphs, DecodeVerifySplitBoundariesRollbackBitIdentical) {
   step_both(p, cg, ce, sizes, V, 100, &again);
   for (size_t i = 0; i < first.size(); ++i) expect_bitwise(first[i], again[i], "replay after rollback " + std::to_string(i));
   // A verify row equals the decode of that token (batch invariance survives the graphs).
-  ASSERT_GE(cg.length(), 1100);
+  ASSERT_GE(cg.length(), pick(1100, 1040));
   cg.truncate(1000);
   const auto seven = tokens_for(7, V, 999);
   Tensor verify = p.graph->forward(seven, cg, 7);
@@ -117,7 +127,8 @@ TEST(CudaGraphs, StreamingAndRetrievalCachesBitIdentical) {
   const auto prompt = tokens_for(200, V, 2);
   expect_bitwise(p.graph->forward(prompt, sg.next_positions(200, 0), sg.cache(), 1),
                  p.eager->forward(prompt, se.next_positions(200, 0), se.cache(), 1), "draft prefill");
-  for (int s = 0; s < 120; ++s) {
+  const int steps = pick(120, 70);  // past the first eviction at step 58 either way
+  for (int s = 0; s < steps; ++s) {
     if (sg.length() + 1 > sg.cache().capacity()) {
       sg.evict();
       se.evict();
@@ -127,11 +138,12 @@ TEST(CudaGraphs, StreamingAndRetrievalCachesBitIdentical) {
     expect_bitwise(p.graph->forward(t, pos, sg.cache(), 1), p.eager->forward(t, pos, se.cache(), 1),
                    "draft step " + std::to_string(s));
   }
-  EXPECT_GT(p.graph->step_graphs().replays(), 100);
+  EXPECT_GT(p.graph->step_graphs().replays(), steps - 20);
 
   // A retrieval cache (budget 256, chunk 8, tail for 8 tokens): steps of 1
   // and γ + 1 = 7 at the prompt's positions, rolled back after each verify.
-  const auto long_prompt = tokens_for(1500, V, 3);
+  const int64_t P = pick<int64_t>(1500, 700);
+  const auto long_prompt = tokens_for(P, V, 3);
   RetrievalOptions opt;
   opt.budget = 256;
   RetrievalKVCache rg(cfg, opt, 32, KH, Device::CUDA, DType::BF16), re(cfg, opt, 32, KH, Device::CUDA, DType::BF16);
@@ -144,7 +156,7 @@ TEST(CudaGraphs, StreamingAndRetrievalCachesBitIdentical) {
     const int64_t n = s % 2 ? 7 : 1;
     const auto t = tokens_for(n, V, 500 + s);
     std::vector<int64_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = 1499 + i;
+    for (int64_t i = 0; i < n; ++i) pos[size_t(i)] = P - 1 + i;
     expect_bitwise(p.graph->forward(t, pos, rg.cache(), n), p.eager->forward(t, pos, re.cache(), n),
                    "retrieval step " + std::to_string(s));
     rg.cache().truncate(base), re.cache().truncate(base);
@@ -183,7 +195,8 @@ TEST(CudaGraphs, GreedyMethodsIdenticalOnSyntheticSmolLM2) {
   REQUIRE_DEVICE();
   Pair p = synthetic_smollm2();
   // Long enough for a retrieval budget of several chunks and a full draft window.
-  methods_identical(p, tokens_for(1400, p.graph->config().vocab_size, 4), 96, "synthetic smollm2");
+  methods_identical(p, tokens_for(pick(1400, 700), p.graph->config().vocab_size, 4), pick(96, 24),
+                    "synthetic smollm2");
 }
 
 TEST(CudaGraphs, FixturesLogitsAndGreedyIdentical) {
@@ -214,7 +227,7 @@ TEST(CudaGraphs, FixturesLogitsAndGreedyIdentical) {
       b += m;
     }
     EXPECT_GT(p.graph->step_graphs().replays(), 0);
-    methods_identical(p, prompt, 24, e.at("name").get<std::string>());
+    methods_identical(p, prompt, pick(24, 8), e.at("name").get<std::string>());
     ++checked;
   }
   EXPECT_GE(checked, 10);

@@ -17,6 +17,7 @@
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include "core/device.h"
+#include "device_release.cuh"
 #include "parallel/nccl_bootstrap.h"
 #include "parallel/tensor_parallel.h"
 #include "io/npy.h"
@@ -29,10 +30,19 @@ using namespace tf;
 
 namespace {
 
+// Not a static object (ncclCommDestroy at exit can hang): destroyed after the last test, before
+// MPI_Finalize, by release_device_state (require_device.h), as in the CLI.
+parallel::Communicator* g_comm = nullptr;
+void release_comm() {
+  delete g_comm;
+  g_comm = nullptr;
+}
 parallel::Communicator* nccl() {
-  // Never destroyed, as in the CLI: ncclCommDestroy at exit can hang.
-  static parallel::Communicator* c = parallel::make_nccl_communicator(nullptr).release();
-  return c;
+  if (!g_comm) {
+    g_comm = parallel::make_nccl_communicator(nullptr).release();
+    cuda::at_device_release(release_comm);
+  }
+  return g_comm;
 }
 
 // The graph model with PDL on or off; the eager one always plain.

@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/weights_device.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 #include "speculative/chain.h"
 #include "speculative/methods.h"
 #include "speculative/stats.h"
@@ -48,9 +49,10 @@ TEST(EngineGpu, EveryMethodGreedyEqualsAr) {
   // only batch-invariant kernels keep every method on ar's tokens.
   const Tensor p = read_npy(std::string(TF_FIXTURES) + "/smollm2/prompt.npy");
   std::vector<int32_t> prompt;
-  for (int r = 0; r < 64; ++r) prompt.insert(prompt.end(), p.ptr<int32_t>(), p.ptr<int32_t>() + p.numel());
+  // Sanitizer shapes: 24 copies (552 tokens, still two prefill chunks) and 24 new tokens.
+  for (int r = 0; r < tf::testing::pick(64, 24); ++r) prompt.insert(prompt.end(), p.ptr<int32_t>(), p.ptr<int32_t>() + p.numel());
   MethodRequest req;
-  req.max_new_tokens = 128;
+  req.max_new_tokens = tf::testing::pick(128, 24);
   req.device_sync = [] { device_synchronize(); };
   req.method = "ar";
   const MethodOutcome ar = run_method(*target, req, prompt);
@@ -94,7 +96,7 @@ TEST(EngineGpu, LosslessAtTemperatureOneAndTheBugFails) {
     opt.max_context = 64;
     SpecChain chain(dr, {&target, &target}, opt);  // TriForce's shape: the middle level is the target
     std::vector<int64_t> counts(12, 0);
-    for (int64_t s = 0; s < 2000; ++s) {
+    for (int64_t s = 0; s < tf::testing::pick<int64_t>(2000, 200); ++s) {
       SamplingParams x = sp;
       x.seed = uint64_t(s) * 7919 + 1;
       ++counts[size_t(chain.generate(prompt, 1, x).gen.tokens.at(0))];
@@ -105,5 +107,6 @@ TEST(EngineGpu, LosslessAtTemperatureOneAndTheBugFails) {
   std::printf("[ engine   ] GPU chi-square first token: residual p=%.4g, reference bug p=%.4g\n", ok.p_value,
               bug.p_value);
   EXPECT_GT(ok.p_value, 1e-3);
-  EXPECT_LT(bug.p_value, 1e-4);
+  // 200 draws (sanitizer shapes) are too few to reject the bug reliably; 2,000 are.
+  if (!tf::testing::sanitizer_shapes()) EXPECT_LT(bug.p_value, 1e-4);
 }

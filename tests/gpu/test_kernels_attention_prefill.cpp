@@ -14,6 +14,7 @@
 
 #include "random_data.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -207,10 +208,13 @@ TEST(KernelsAttentionPrefill, ShortLengths) {
     for (int kern : kernels_for(D))
       for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
         for (DType dt : {DType::F16, DType::BF16}) {
-          for (int64_t n : {1, 3, 127, 129, 4097}) run_case({n, n, D, hk.first, hk.second, dt, 160, kern});
+          // Sanitizer shapes: the same cases with 4097 cut to 300 (still several blocks and tiles).
+          const int64_t big = tf::testing::pick<int64_t>(4097, 300);
+          for (int64_t n : tf::testing::grid<int64_t>({1, 3, 127, 129, 4097}, {1, 3, 129, 300}))
+            run_case({n, n, D, hk.first, hk.second, dt, 160, kern});
           run_case({1, 129, D, hk.first, hk.second, dt, 600, kern});
           run_case({3, 127, D, hk.first, hk.second, dt, 600, kern});
-          run_case({129, 4097, D, hk.first, hk.second, dt, 64, kern});
+          run_case({129, big, D, hk.first, hk.second, dt, 64, kern});
           run_case({127, 200, D, hk.first, hk.second, dt, 600, kern});
         }
 #endif
@@ -238,8 +242,9 @@ TEST(KernelsAttentionPrefill, StructuredSmallTiles) {
 TEST(KernelsAttentionPrefill, DefaultKernel) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA
-  run_case({4097, 4097, 128, 8, 2, DType::BF16, 160, 0});
-  run_case({129, 4097, 64, 8, 2, DType::F16, 64, 0});
+  const int64_t big = tf::testing::pick<int64_t>(4097, 300);
+  run_case({big, big, 128, 8, 2, DType::BF16, 160, 0});
+  run_case({129, big, 64, 8, 2, DType::F16, 64, 0});
 #endif
 }
 
@@ -279,9 +284,12 @@ TEST(KernelsAttentionPrefill, CudnnShapes) {
   for (int64_t D : {64, 128})
     for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {16, 4}, {32, 4}})  // ratios 1, 4, 8
       for (DType dt : {DType::F16, DType::BF16}) {
-        run_case({2048, 6144, D, hk.first, hk.second, dt, 160, tf::cuda::kPrefillCudnn});
-        run_case({1000, 1777, D, hk.first, hk.second, dt, 160, tf::cuda::kPrefillCudnn});
-        run_case({1, 5000, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
+        using tf::testing::pick;  // sanitizer shapes: the same kinds of case, a tenth of the size
+        run_case({pick<int64_t>(2048, 200), pick<int64_t>(6144, 614), D, hk.first, hk.second, dt, 160,
+                  tf::cuda::kPrefillCudnn});
+        run_case({pick<int64_t>(1000, 100), pick<int64_t>(1777, 177), D, hk.first, hk.second, dt, 160,
+                  tf::cuda::kPrefillCudnn});
+        run_case({1, pick<int64_t>(5000, 500), D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
         run_case({33, 33, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
         run_case({300, 300, D, hk.first, hk.second, dt, 600, tf::cuda::kPrefillCudnn});
       }

@@ -7,6 +7,7 @@
 
 #include "random_data.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 
 #include <cmath>
 #include <cstring>
@@ -46,7 +47,8 @@ TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int64_t D : {64, 128})
       for (auto [H, KH] : {std::pair<int64_t, int64_t>{8, 8}, {12, 3}})
-        for (int64_t L : {7, 513, 4097, 65537}) {
+        // Sanitizer shapes: one split, two, and three (1300), not the long contexts.
+        for (int64_t L : tf::testing::grid<int64_t>({7, 513, 4097, 65537}, {7, 513, 1300})) {
           SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " D=" << D << " H=" << H << "/" << KH << " L=" << L);
           const int64_t n = 7, cap = L + 8;
           auto kh = uniform(size_t(KH * cap * D), 1), vh = uniform(size_t(KH * cap * D), 2);
@@ -96,7 +98,7 @@ TEST(BatchInvariance, GridAboveTheLengthGivesTheLengthsBits) {
   round_to(kh, dt), round_to(vh, dt), round_to(qh, dt);
   DeviceBuffer k = upload_as(kh, dt), v = upload_as(vh, dt), q = upload_as(qh, dt);
   for (int64_t n : {1, 7})
-    for (int64_t L : {1, 7, 511, 512, 513, 1025, 4097, 8192})
+    for (int64_t L : tf::testing::grid<int64_t>({1, 7, 511, 512, 513, 1025, 4097, 8192}, {1, 511, 513, 1025}))
       for (int64_t grid : {int64_t(2048), cap}) {
         if (L < n || grid < L) continue;
         SCOPED_TRACE(testing::Message() << "n=" << n << " L=" << L << " grid=" << grid);

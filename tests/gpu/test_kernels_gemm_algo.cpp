@@ -11,6 +11,7 @@
 
 #include "random_data.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 
 #include <cmath>
 #include <cstdint>
@@ -111,6 +112,8 @@ TEST(KernelsGemmAlgo, EveryChoiceMatchesCpu) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA
   for (const Case& c : kCases) {
+    // Sanitizer shapes: the two largest cases go (the others keep each dtype, f32 output and alignment 1).
+    if (tf::testing::sanitizer_shapes() && (&c == &kCases[1] || &c == &kCases[4])) continue;
     Data d = make(c);
     const int candidates = tf::cuda::gemm_lt_candidates(params(c, d));
     EXPECT_GT(candidates, 0) << "cuBLASLt offers no algorithm for n=" << c.n << " in=" << c.in << " out=" << c.out;

@@ -11,6 +11,7 @@
 
 #include "random_data.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -96,8 +97,9 @@ TEST(KernelsGemmSkinny, EveryVariantMatchesTheReference) {
 #ifdef TRIFORCE_HAVE_CUDA
   constexpr int64_t kRows = 32;
   for (DType dt : {DType::BF16, DType::F16})
-    for (int64_t in : {8, 24, 576, 4104})
-      for (int64_t out : {1, 3, 127, 129, 4097}) {
+    // Sanitizer shapes: one short and one long reduction, outputs below and past a 128 tile.
+    for (int64_t in : tf::testing::grid<int64_t>({8, 24, 576, 4104}, {24, 576}))
+      for (int64_t out : tf::testing::grid<int64_t>({1, 3, 127, 129, 4097}, {3, 129})) {
         auto xh = uniform(size_t(kRows * in), 11 + in), wh = uniform(size_t(out * in), 5 + out, 0.05f);
         round_to(xh, dt), round_to(wh, dt);
         DeviceBuffer x = upload_as(xh, dt), w = upload_as(wh, dt);
@@ -114,7 +116,7 @@ TEST(KernelsGemmSkinny, EveryVariantMatchesTheReference) {
           }
         for (int v = 0; v < kSkinnyVariants; ++v)
           for (DType yt : {dt, DType::F32})
-            for (int64_t n : {1, 2, 3, 7, 8, 9, 16, 17, 31, 32}) {
+            for (int64_t n : tf::testing::grid<int64_t>({1, 2, 3, 7, 8, 9, 16, 17, 31, 32}, {1, 3, 8, 9, 17, 32})) {
               SCOPED_TRACE(testing::Message() << vname(v) << " " << tf::dtype_name(dt) << " -> " << tf::dtype_name(yt)
                                               << " n=" << n << " in=" << in << " out=" << out);
               const Result r = run(x, w, n, in, out, dt, yt, v);
@@ -149,8 +151,10 @@ TEST(KernelsGemmSkinny, EveryVariantIsRowInvariantForEveryN) {
                           {4104, 4097, DType::F32},   {4096, 4096, DType::BF16}, {4096, 12288, DType::BF16},
                           {4096, 22016, DType::BF16}, {11008, 4096, DType::BF16}, {4096, 32000, DType::F32}};
   constexpr int64_t kRows = 32;
+  // Sanitizer shapes: the three awkward ones (both output dtypes), not the 7B ones.
+  const size_t nshapes = tf::testing::pick<size_t>(std::size(shapes), 3);
   for (DType dt : {DType::BF16, DType::F16})
-    for (const Shape& s : shapes) {
+    for (const Shape& s : std::vector<Shape>(shapes, shapes + nshapes)) {
       const DType yt = s.yt == DType::F32 ? DType::F32 : dt;
       auto xh = uniform(size_t(kRows * s.in), 3 + s.in), wh = uniform(size_t(s.out * s.in), 7 + s.out, 0.05f);
       DeviceBuffer x = upload_as(xh, dt), w = upload_as(wh, dt);

@@ -12,6 +12,7 @@
 #include "core/device.h"
 #include "model/weights_device.h"
 #include "require_device.h"
+#include "sanitizer_shapes.h"
 #include "random_data.h"
 #include "speculative/streaming_drafter.h"
 
@@ -49,7 +50,9 @@ void expect_same_cache(const StreamingDrafter& a, const StreamingDrafter& b, con
 
 void check_model(LlamaModel& m, const std::string& name) {
   for (auto [sink, window] : std::vector<std::pair<int64_t, int64_t>>{{16, 234}, {4, 60}, {64, 32}}) {
-    for (int64_t absorbed : {int64_t(3000), 12 * window, 17 * window + 5}) {
+    // Sanitizer shapes: one eviction just past the first full cache, and a few more off the window's grid.
+    for (int64_t absorbed : tf::testing::grid<int64_t>({3000, 12 * window, 17 * window + 5},
+                                                        {sink + window + 7, 3 * window + 5})) {
       for (bool reindex : {true, false}) {
         const auto prompt = tf::testing::tokens_for(absorbed + 1, m.config().vocab_size, absorbed + window);
         StreamingDrafter fast(m, sink, window, 16, reindex), slow(m, sink, window, 16, reindex);

@@ -9,6 +9,7 @@
 #include "attention_prefill.cuh"
 #include "common.cuh"
 #include "convert.cuh"
+#include "device_release.cuh"
 #include "elementwise.cuh"
 #include "embedding.cuh"
 #include "gemm.cuh"
@@ -53,13 +54,20 @@ struct Workspace {
       const size_t grown = std::max(need, 2 * bytes);
       CUDA_CHECK(cudaMalloc(&ptr, grown));
       bytes = grown;
+      cuda::at_device_release(release_workspace);
     }
     return static_cast<float*>(ptr);
   }
+  static void release_workspace();
 };
 Workspace& workspace() {
   static Workspace w;
   return w;
+}
+void Workspace::release_workspace() {  // before exit (release_device_state); errors ignored
+  Workspace& w = workspace();
+  if (w.ptr) cudaFree(w.ptr);
+  w.ptr = nullptr, w.bytes = 0;
 }
 
 }  // namespace
