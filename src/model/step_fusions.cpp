@@ -7,7 +7,6 @@
 
 namespace tf {
 
-namespace {
 bool switch_from_env(const char* name, bool fallback) {
   const char* s = std::getenv(name);
   if (!s || !*s) return fallback;
@@ -16,7 +15,6 @@ bool switch_from_env(const char* name, bool fallback) {
   if (v == "0") return false;
   TF_FAIL(name << "=" << v << ": expected 0 or 1");
 }
-}  // namespace
 
 const StepFusions& step_fusions_default() {
   static const StepFusions f = [] {

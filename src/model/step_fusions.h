@@ -50,4 +50,7 @@ struct StepFusions {
 // one line naming the variable.
 const StepFusions& step_fusions_default();
 
+// An on/off environment switch: unset or empty gives fallback; anything but 0/1 fails naming the variable.
+bool switch_from_env(const char* name, bool fallback);
+
 }  // namespace tf
