@@ -33,14 +33,15 @@ echo "uninterrupted: $total runs in $full_ms ms, of it $startup_ms ms to start"
 out="$tmp/crash.h5"
 prev=0; kills=0; cycles=0
 RANDOM=7
-# At least 10 rounds, and more (up to 30) until 6 sweeps were killed mid-way:
-# the time estimate comes from a run measured while other tests share the
-# cores, so a round may finish before its kill.
-round=0
-while (( round < 30 )) && (( round < 10 || kills < 6 )); do
+# At least 10 rounds, and more (up to 60) until 6 sweeps were killed mid-way.
+# The time estimate comes from one run measured while other tests share the
+# cores, and the load changes, so the aim adapts: a round that finishes before
+# its kill shrinks the window (scale, in percent) for the next.
+round=0; scale=100
+while (( round < 60 )) && (( round < 10 || kills < 6 )); do
   round=$((round + 1))
   # Aim inside what is left of the sweep, so most kills land mid-run or mid-write.
-  left_ms=$(( startup_ms + (full_ms - startup_ms) * (total - prev) / total + 20 ))
+  left_ms=$(( (startup_ms + (full_ms - startup_ms) * (total - prev) / total + 20) * scale / 100 + 1 ))
   delay_ms=$(( RANDOM % left_ms ))
   "$bin" sweep "${args[@]}" --out "$out" &
   pid=$!
@@ -49,6 +50,7 @@ while (( round < 30 )) && (( round < 10 || kills < 6 )); do
   rc=0; wait $pid 2>/dev/null || rc=$?
   pid=""
   [[ $rc -eq 137 ]] && kills=$((kills + 1))
+  [[ $rc -eq 0 ]] && scale=$(( scale * 2 / 3 > 5 ? scale * 2 / 3 : 5 ))
   [[ $rc -eq 0 || $rc -eq 137 ]] || { echo "FAIL: round $round: the sweep exited with $rc"; exit 1; }
   if [[ ! -f $out ]]; then
     [[ $prev -eq 0 ]] || { echo "FAIL: round $round: the file vanished"; exit 1; }
@@ -82,13 +84,15 @@ echo "resumed: $(wc -l <"$tmp/final.txt") runs, identical to the uninterrupted s
 # SIGINT and SIGTERM: the note names the file and the runs it holds, no .tmp is left, the file resumes.
 # (Job control, so that a background sweep does not start with SIGINT ignored.)
 set -m
-out="$tmp/signal.h5"; prev=0; noted=0; round=0
-while (( round < 20 )) && (( round < 4 || noted < 4 )); do
+out="$tmp/signal.h5"; prev=0; noted=0; round=0; scale=100; lead_ms=$startup_ms
+while (( round < 40 )) && (( round < 4 || noted < 4 )); do
   round=$((round + 1))
   sig=$( ((round % 2)) && echo INT || echo TERM )
-  # After the start (the note is installed once the file is open), inside what is left.
-  left_ms=$(( (full_ms - startup_ms) * (total - prev) / total + 20 ))
-  delay_ms=$(( startup_ms + RANDOM % left_ms ))
+  # After the start (the note is installed once the file is open), inside what
+  # is left; both adapt as above: a signal that came before the note was
+  # installed moves the start later, a round that finished shrinks the window.
+  left_ms=$(( ((full_ms - startup_ms) * (total - prev) / total + 20) * scale / 100 + 1 ))
+  delay_ms=$(( lead_ms + RANDOM % left_ms ))
   "$bin" sweep "${args[@]}" --out "$out" 2>"$tmp/sig.err" &
   pid=$!
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
@@ -97,6 +101,8 @@ while (( round < 20 )) && (( round < 4 || noted < 4 )); do
   pid=""
   [[ $rc -eq 0 || $rc -eq 130 || $rc -eq 143 ]] || { echo "FAIL: SIG$sig round $round: exit $rc: $(cat "$tmp/sig.err")"; exit 1; }
   [[ ! -e $out.tmp ]] || { echo "FAIL: SIG$sig round $round left $out.tmp"; exit 1; }
+  [[ $rc -eq 0 ]] && scale=$(( scale * 2 / 3 > 5 ? scale * 2 / 3 : 5 ))
+  [[ $rc -ne 0 && ! -s $tmp/sig.err ]] && lead_ms=$(( lead_ms * 3 / 2 + 10 ))
   [[ -f $out ]] || continue
   list "$out" >"$tmp/now.txt" || { echo "FAIL: SIG$sig round $round: the file is not a valid sweep file"; exit 1; }
   n=$(wc -l <"$tmp/now.txt")
