@@ -218,7 +218,9 @@ pack() {
   } >"$out/summary.tsv"
   {
     echo "wall: $(( $(date +%s) - start )) s (estimated ${estimate} s)"
-    column -t -s $'\t' "$out/summary.tsv"
+    # (column is not on every image: awk pads the same table.)
+    awk -F'\t' '{ for (i = 1; i <= NF; i++) { c[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } if (NF > nf) nf = NF }
+      END { for (r = 1; r <= NR; r++) { line = ""; for (i = 1; i <= nf; i++) line = line (i < nf ? sprintf("%-" w[i] "s  ", c[r, i]) : c[r, i]); print line } }' "$out/summary.tsv"
     awk -F'\t' 'NR > 1 { n[$1]++; s[$1 " " $3]++; if ($4 ~ /^[0-9]+$/) e[$1] += $4; if ($5 ~ /^[0-9]+$/) p[$1] += $5 }
       END { for (t in n) printf "%s: %d jobs: %d clean, %d ERRORS (%d errors), %d FAILED, %d TIMEOUT, %d not-run; %d NCCL probe reports\n",
             t, n[t], s[t " clean"], s[t " ERRORS"], e[t], s[t " FAILED"], s[t " TIMEOUT"], s[t " not-run"], p[t] }' "$out/summary.tsv"
