@@ -87,7 +87,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     const int64_t S = std::min<int64_t>(C, kGraphMaxTokens);  // the stacked GEMMs' row bound
     qkv_ = act({S, (H + 2 * KH) * D});
     gu_ = act({S, 2 * w_.local_intermediate});
-    fusions_ = step_fusions_default();
+    fusions_ = step_fusions_for(cfg_.hidden_size);
     prefill_ = prefill_options_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});

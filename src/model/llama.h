@@ -45,7 +45,7 @@ class LlamaModel {
   const StepGraphs& step_graphs() const { return graphs_; }
   static constexpr int64_t kGraphMaxTokens = 32;  // the skinny GEMM / decode attention bound
   // Which launches a CUDA step merges (model/step_fusions.h); each is
-  // bit-identical to the unfused ops. Defaults to step_fusions_default().
+  // bit-identical to the unfused ops. Defaults to step_fusions_for(hidden_size).
   void set_step_fusions(const StepFusions& f);
   const StepFusions& step_fusions() const { return fusions_; }
   // How prefill-shaped CUDA chunks run (model/prefill_options.h); defaults to

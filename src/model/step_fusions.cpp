@@ -31,4 +31,14 @@ const StepFusions& step_fusions_default() {
   return f;
 }
 
+StepFusions step_fusions_for(long hidden_size) {
+  StepFusions f = step_fusions_default();
+  static const bool pdl_forced = [] {
+    const char* s = std::getenv("TRIFORCE_PDL");
+    return s && *s;
+  }();
+  if (!pdl_forced) f.pdl = hidden_size <= kPdlMaxHidden;
+  return f;
+}
+
 }  // namespace tf

@@ -24,8 +24,10 @@
 //     decode attention's combine done by the last split block of each KV head
 //     to finish (an arrival counter), with the combine kernel's code: one
 //     launch a layer fewer.
-//   pdl (TRIFORCE_PDL, off by default until measured): the kernels of a step
-//     of <= 32 tokens launch with programmatic dependent launch, so each one's
+//   pdl (TRIFORCE_PDL; unset: on for models of hidden size <= kPdlMaxHidden,
+//     off above, as measured on the H200 in results/h200/step-pdl: 135M and
+//     68M steps 12-25% faster, 7B steps about 1 ms slower): the kernels of a
+//     step of <= 32 tokens launch with programmatic dependent launch, so each one's
 //     launch, ramp and weight prefetch overlap the previous one's tail (in
 //     eager runs and as programmatic edges in the step graphs). Every kernel
 //     waits for its predecessor before it reads an activation or writes
@@ -49,6 +51,15 @@ struct StepFusions {
 // environment variable says 0 (or 1). Read once; any other value fails with
 // one line naming the variable.
 const StepFusions& step_fusions_default();
+
+// The largest hidden size whose steps launch with PDL when TRIFORCE_PDL is
+// unset: SmolLM2-135M (576) and the 68M draft (768) gain, the 7B (4096) loses;
+// sizes between were not measured.
+inline constexpr long kPdlMaxHidden = 1024;
+
+// The switches of a model of this hidden size: the process defaults, with pdl
+// chosen by size unless TRIFORCE_PDL says 0 or 1.
+StepFusions step_fusions_for(long hidden_size);
 
 // An on/off environment switch: unset or empty gives fallback; anything but 0/1 fails naming the variable.
 bool switch_from_env(const char* name, bool fallback);

@@ -150,10 +150,10 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
 }
 
 // The launch switches as the bit mask state.range(mask_at) says (-1: the
-// process defaults): 1 pdl, 2 fused_silu_down, 4 fused_combine.
+// process defaults for this model's size): 1 pdl, 2 fused_silu_down, 4 fused_combine.
 void set_launch_switches(benchmark::State& state, LlamaModel& m, int mask_at) {
   StepFusions f = m.step_fusions();
-  const StepFusions& d = step_fusions_default();
+  const StepFusions d = step_fusions_for(m.config().hidden_size);
   const int64_t mask = mask_at >= 0 ? state.range(mask_at)
                                     : (d.pdl ? 1 : 0) | (d.fused_silu_down ? 2 : 0) | (d.fused_combine ? 4 : 0);
   const bool pdl = (mask & 1) != 0, silu_down = (mask & 2) != 0, combine = (mask & 4) != 0;
