@@ -5,8 +5,9 @@
 #   python3 experiments/science/analyze.py OUT_DIR
 #
 #   experiments/science/run.sh OUT_DIR [--device cuda|cpu] [--quick] [--dry-run] [--triforce BIN]
-#       [--model GGUF] [--books DIR] [--rows N] [--new N]
+#       [--model GGUF] [--books DIR] [--rows N] [--new N] [--only budget,policy,chunk,gamma]
 #
+# --only: run just these sweeps (e.g. the rest of a run that a device call's time limit cut short).
 # --quick: a tiny grid (contexts 128/256, 2 prompts, 8 new tokens) that proves the pipeline on the CPU.
 # --dry-run: every sweep's --dry-run, the number of runs and a time estimate; runs nothing.
 # A rerun resumes (each sweep skips the runs its file holds). Exit status: non-zero if any sweep failed.
@@ -17,11 +18,11 @@ usage="usage: $0 OUT_DIR [--device cuda|cpu] [--quick] [--dry-run] [--triforce B
 [[ $# -ge 1 && $1 != -* ]] || { echo "$usage" >&2; exit 2; }
 out=$1; shift
 cache=${TRIFORCE_CACHE:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/triforce}}; cache=${cache:-$HOME/.cache/triforce}
-device=cuda quick=0 dry=0 bin="" model=$cache/SmolLM2-135M-Instruct.Q4_1.gguf books=$cache/prompts rows="" new=""
+only=budget,policy,chunk,gamma device=cuda quick=0 dry=0 bin="" model=$cache/SmolLM2-135M-Instruct.Q4_1.gguf books=$cache/prompts rows="" new=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --device) device=$2; shift ;; --quick) quick=1 ;; --dry-run) dry=1 ;; --triforce) bin=$2; shift ;;
-    --model) model=$2; shift ;; --books) books=$2; shift ;; --rows) rows=$2; shift ;; --new) new=$2; shift ;;
+    --only) only=$2; shift ;; --model) model=$2; shift ;; --books) books=$2; shift ;; --rows) rows=$2; shift ;; --new) new=$2; shift ;;
     *) echo "run.sh: unknown option $1 ($usage)" >&2; exit 2 ;;
   esac
   shift
@@ -77,6 +78,7 @@ failed=() total_runs=0 total_s=0
 t_all=$(date +%s.%N)
 sweep() {  # sweep NAME FILE-STEM args...
   local name=$1 stem=$2; shift 2
+  [[ ,$only, == *,$name,* ]] || return 0
   local log=$out/logs/$stem.log t0 t1
   t0=$(date +%s.%N)
   if "$bin" sweep --config "$root/configs/sweeps/science-$name.ini" --prompt-tokens "$prompts" --device "$device" \
