@@ -35,6 +35,7 @@ FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_
       dv_ = empty_tensor(device_, dtype_, {on_chip_ * per_layer});
     }
     dlen_ = empty_tensor(device_, DType::I32, {1});
+    sync_device_length();  // 0: truncate uploads only a changed length, so the first one may not
     if (offloaded()) {
       host_.first_layer = on_chip_, host_.layers = layers_, host_.kv_heads = kv_heads_;
       host_.capacity = capacity_, host_.head_dim = head_dim_, host_.elem = dtype_size(dtype_);
@@ -49,7 +50,7 @@ FullKVCache::FullKVCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_
 
 FullKVCache::FullKVCache(const FullKVCache& o)
     : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
-      device_(o.device_), dtype_(o.dtype_), length_(o.length_), identity_(o.identity_), k_(o.k_), v_(o.v_),
+      device_(o.device_), dtype_(o.dtype_), length_(o.length_), first_moved_(o.first_moved_), k_(o.k_), v_(o.v_),
       on_chip_(o.on_chip_), host_(o.host_), positions_(o.positions_) {
   if (device_ == Device::CUDA) {
     if (o.dk_.data) {
@@ -184,12 +185,13 @@ void FullKVCache::write_at(int64_t layer, const Tensor& slots, const Tensor& k, 
 
 void FullKVCache::truncate(int64_t n) {
   TF_CHECK(n >= 0 && n <= length_, "KV cache: cannot truncate to " << n << " (length " << length_ << ")");
+  // The runners truncate to the common prefix before every forward, and most
+  // of those calls keep the length: on CUDA each upload is a copy and a
+  // stream sync, so an unchanged length is not uploaded again.
+  if (n == length_) return;
   length_ = n;
   sync_device_length();
-  if (!identity_) {
-    identity_ = true;
-    for (int64_t j = 0; j < n && identity_; ++j) identity_ = positions_[size_t(j)] == j;
-  }
+  if (first_moved_ >= n) first_moved_ = kNone;  // O(1), not a rescan of the kept positions
 }
 
 int64_t FullKVCache::append_slots(const int32_t* positions, int64_t n) {
@@ -198,8 +200,9 @@ int64_t FullKVCache::append_slots(const int32_t* positions, int64_t n) {
   const int64_t slot = length_;
   for (int64_t i = 0; i < n; ++i) {
     positions_[size_t(slot + i)] = positions[i];
-    if (positions[i] != slot + i) identity_ = false;
+    if (positions[i] != slot + i && first_moved_ == kNone) first_moved_ = slot + i;
   }
+  if (n == 0) return slot;
   length_ += n;
   sync_device_length();
   return slot;
@@ -243,7 +246,7 @@ ops::KVView FullKVCache::view(int64_t layer) const {
   v.length = length_;
   v.head_stride = capacity_ * head_dim_;
   v.token_stride = head_dim_;
-  v.positions = identity_ ? nullptr : positions_.data();
+  v.positions = first_moved_ >= length_ ? nullptr : positions_.data();
   v.num_kv_heads = kv_heads_;
   v.head_dim = head_dim_;
   v.device = device_;

@@ -100,7 +100,11 @@ class FullKVCache {
   Device device_ = Device::CPU;
   DType dtype_ = DType::F32;
   int64_t length_ = 0;
-  bool identity_ = true;  // positions_[j] == j for every j < length_
+  // The first slot j whose position is not j (kNone: none). Slots below it
+  // are the identity, so the view can skip the position mask; a truncate
+  // below it restores the identity without rescanning.
+  static constexpr int64_t kNone = INT64_MAX;
+  int64_t first_moved_ = kNone;
   std::vector<float> k_, v_;   // CPU storage
   Tensor dk_, dv_, dlen_;      // CUDA storage of layers [0, on_chip_) and the device length (i32 [1])
   int64_t on_chip_ = 0;        // layers on the cache's device; the rest are offloaded

@@ -338,3 +338,30 @@ TEST(FullKVCache, ViewsAndPositions) {
   EXPECT_EQ(c.length(), 3);
   EXPECT_THROW(c.write(0, 2, k.data(), v.data(), 2), tf::Error);  // beyond claimed length
 }
+
+// truncate tracks the first non-identity slot instead of rescanning the kept
+// positions: the view's mask must still appear exactly when a kept slot moved.
+TEST(FullKVCache, PositionMaskFollowsTruncation) {
+  FullKVCache c(1, 1, 4, 16);
+  const std::vector<int32_t> ident = {0, 1, 2, 3}, moved = {40, 41}, after = {6, 7};
+  c.append_slots(ident.data(), 4);
+  c.append_slots(moved.data(), 2);  // slots 4, 5 hold positions 40, 41
+  c.append_slots(after.data(), 2);  // slots 6, 7 look like the identity but follow a moved slot
+  EXPECT_NE(c.view(0).positions, nullptr);
+  c.truncate(8);  // unchanged length
+  EXPECT_NE(c.view(0).positions, nullptr);
+  c.truncate(5);  // slot 4 still moved
+  EXPECT_NE(c.view(0).positions, nullptr);
+  c.truncate(4);
+  EXPECT_EQ(c.view(0).positions, nullptr);
+  const std::vector<int32_t> next = {4, 9};  // slot 4 the identity again, slot 5 not
+  c.append_slots(next.data(), 1);
+  EXPECT_EQ(c.view(0).positions, nullptr);
+  c.append_slots(next.data() + 1, 1);
+  EXPECT_NE(c.view(0).positions, nullptr);
+  EXPECT_EQ(c.position(5), 9);
+  c.append_slots(next.data(), 0);  // no slots: nothing changes
+  EXPECT_EQ(c.length(), 6);
+  c.reset();
+  EXPECT_EQ(c.view(0).positions, nullptr);
+}
