@@ -392,13 +392,24 @@ def main():
             return sq[idx, :L].to(dev), padded_mask(sl[idx], L, dev)
         return torch.from_numpy(windows(rng, train, a.batch, a.seq_len)).to(dev), None
 
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+
     while True:
         if total and step >= total:
             break
-        if not total and step == 12:  # fix the schedule from the measured step time: --steps N reproduces it
-            per = (time.time() - t_train) / 12
-            total = max(13, int((deadline - time.time() - reserve) / per) + 12)
-            print(f"[draft] {per * 1e3:.0f} ms/step: {total} steps in the budget", flush=True)
+        # Fix the schedule from the measured step time (--steps N reproduces it). Steps 12..24 are timed, not
+        # the first 12: those pay CUDA's lazy init and a plan per new batch shape, which on the H200 made the
+        # estimate 255 ms/step against about 60 ms after, and stopped a 5.5-minute run after 52 s of training.
+        if not total and step == 12:
+            sync()
+            t_steady = time.time()
+        if not total and step == 24:
+            sync()
+            per = (time.time() - t_steady) / 12
+            total = max(25, int((deadline - time.time() - reserve) / per) + 24)
+            print(f"[draft] {per * 1e3:.0f} ms/step (steps 13-24): {total} steps in the budget", flush=True)
         lr_total = total or 10_000
         lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / lr_total))))
         for g in opt.param_groups:
