@@ -123,6 +123,13 @@ def who(runs):
         ", ".join(dev), "SIMULATED acceptance" if sim else "real runs")
 
 
+def save_figure(fig, title, path):
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plain_log_x(a, base=10):
     a.set_xscale("log", base=base)
     a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
@@ -170,10 +177,7 @@ def fig_budget(runs, out, md):
         a.set_xlabel("budget, % of the context (dotted: the paper's 4K of 122,880)")
         a.legend(fontsize=7)
         a.grid(alpha=0.3)
-    fig.suptitle("Fig. 6a: acceptance against the retrieval budget (chunk 8, gamma (2, 6)); " + who(runs), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "fig6a_budget.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, "Fig. 6a: acceptance against the retrieval budget (chunk 8, gamma (2, 6)); " + who(runs), os.path.join(out, "fig6a_budget.png"))
     md.append("## Fig. 6a: retrieval budget (chunk 8, γ = (2, 6))\n")
     md.append("| T | context | budget | % of context | α draft → retrieval | α retrieval → target | tokens / target step | "
               "decode speedup | n |")
@@ -229,10 +233,7 @@ def fig_chunk(runs, out, md):
     for a in ax[1]:
         a.set_ylabel("decode speedup over ar")
         a.axhline(1.0, color="gray", lw=0.8)
-    fig.suptitle("Fig. 6b: acceptance against the chunk size; " + who(runs), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "fig6b_chunk.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, "Fig. 6b: acceptance against the chunk size; " + who(runs), os.path.join(out, "fig6b_chunk.png"))
     md.append("## Fig. 6b: chunk size\n")
     md.append("| T | context | budget | chunk | α draft → retrieval | α retrieval → target | tokens / target step | decode speedup | n |")
     md.append("|---|---|---|---|---|---|---|---|---|")
@@ -287,10 +288,7 @@ def fig_gamma(runs, out, md):
         a.set_ylabel("speedup / speedup at (2, 6) (ours: see legend)")
         a.legend(fontsize=7)
         a.grid(alpha=0.3)
-    fig.suptitle("Table 8: the gamma optima; " + who(runs), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "table8_gamma.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, "Table 8: the gamma optima; " + who(runs), os.path.join(out, "table8_gamma.png"))
     md.append("## Table 8: γ1 × γ2 (T = %g, context %d, budget %d)\n" % (t, runs[0]["context"], runs[0]["resolved_budget"]))
     md.append("Decode speedup over ar (mean over prompts); rows γ1, columns γ2:\n")
     md.append("| γ1 \\ γ2 | " + " | ".join(str(g) for g in g2s) + " |")
@@ -359,10 +357,7 @@ def fig_policy(runs, out, md):
         a.set_ylabel("decode speedup over ar")
         a.axhline(1.0, color="gray", lw=0.8)
         a.grid(alpha=0.3, axis="y")
-    fig.suptitle("Table 2: the retrieval middle level against a StreamingLLM one at equal budget; " + who(runs), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "table2_policy.png"), dpi=110)
-    plt.close(fig)
+    save_figure(fig, "Table 2: the retrieval middle level against a StreamingLLM one at equal budget; " + who(runs), os.path.join(out, "table2_policy.png"))
     md.append("## Table 2: hierarchy and middle-level policy (budget %d)\n" % runs[0]["resolved_budget"])
     md.append("α top = the level the full target verifies (triforce / streaming-hier: the middle level; retrieval: the "
               "retrieval cache; spec: the draft). Paper at 122,880 tokens, T = 0.6: triforce 0.9137 (2.19×), "
