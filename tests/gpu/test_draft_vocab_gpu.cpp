@@ -35,18 +35,11 @@ std::unique_ptr<LlamaModel> load(const fs::path& p, Device dev, DType dt) {
   return std::make_unique<LlamaModel>(ck.config, std::move(w));
 }
 
-std::vector<int32_t> some_ids() {
-  std::vector<int32_t> ids;
-  for (int32_t i = 0; i < 256; ++i)
-    if (i % 3 == 0 || i % 7 == 1) ids.push_back(i);
-  return ids;
-}
-
 }  // namespace
 
 TEST(DraftVocabGpu, RestrictedHeadMatchesFullHeadAndCpu) {
   REQUIRE_DEVICE();
-  const std::vector<int32_t> ids = some_ids();
+  const std::vector<int32_t> ids = tf::testing::some_draft_ids();
   const fs::path dir = fs::temp_directory_path() / "tf_draft_vocab_gpu";
   const std::string restricted = tf::testing::draft_with_vocab(kDraft, dir, ids).string();
   const std::vector<int32_t> toks = {3, 17, 99, 250, 4, 8, 15, 16, 23, 42, 7, 1};

@@ -51,4 +51,12 @@ inline std::filesystem::path draft_with_vocab(const std::filesystem::path& src_d
   return dir;
 }
 
+// Every third id plus a few the fixture prompt's continuation is likely to use: 96 of 256.
+inline std::vector<int32_t> some_draft_ids() {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < 256; ++i)
+    if (i % 3 == 0 || i % 7 == 1) ids.push_back(i);
+  return ids;
+}
+
 }  // namespace tf::testing

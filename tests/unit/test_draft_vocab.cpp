@@ -40,14 +40,6 @@ fs::path vocab_draft(const std::string& name, const std::vector<int32_t>& ids, c
   return tf::testing::draft_with_vocab(kDraft, tf::testing::tmp_dir("tf_draft_vocab") / name, ids, dtype, shape);
 }
 
-// Every third id plus a few the fixture prompt's continuation is likely to use: 96 of 256.
-std::vector<int32_t> some_ids() {
-  std::vector<int32_t> ids;
-  for (int32_t i = 0; i < 256; ++i)
-    if (i % 3 == 0 || i % 7 == 1) ids.push_back(i);
-  return ids;
-}
-
 }  // namespace
 
 TEST(DraftVocab, ValidationRules) {
@@ -78,7 +70,7 @@ TEST(DraftVocab, LoaderRefusesBadSubsetsInOneLine) {
 
 TEST(DraftVocab, RestrictedLogitsAreTheFullHeadsRowsAndMinusInfElsewhere) {
   auto target = load_model(kTarget);
-  const std::vector<int32_t> ids = some_ids();
+  const std::vector<int32_t> ids = tf::testing::some_draft_ids();
   DraftModels drafts;
   LlamaModel& full = drafts.get(kDraft.string(), *target);
   LlamaModel& part = drafts.get(vocab_draft("restricted", ids).string(), *target);
