@@ -98,9 +98,9 @@ void BM_DraftPick(benchmark::State& state) {
 }
 BENCHMARK(BM_DraftPick)->Arg(100)->Arg(90)->Unit(benchmark::kMicrosecond);
 
-// One verification of g proposals at T = 0.6 as a level does it: the p rows of
-// its g + 1 logits rows, then exact rejection sampling against the drafter's q
-// rows. The proposals and q rows are made outside the timed region, from the
+// One verification of g proposals at T = 0.6 as a level does it
+// (verify_logits: p rows of its g + 1 logits rows made as reached, exact
+// rejection sampling against the drafter's q rows). The proposals and q rows are made outside the timed region, from the
 // draft rows of the same positions. Args: g, top-p in percent.
 void BM_Verify(benchmark::State& state) {
   const Bank& b = bank();
@@ -119,14 +119,13 @@ void BM_Verify(benchmark::State& state) {
       xs[s].push_back(draw_from(qs[s].data() + i * V, V, draw.seed, draw.next()));
     }
   }
-  std::vector<float> p;
+  std::vector<float> p(size_t((g + 1) * V));
+  VerifyScratch scratch;
   RngStream rng{9, 0};
   int64_t it = 0, accepted = 0;
   for (auto _ : state) {
     const int s = int(it++ % kSets);
-    p.resize(size_t((g + 1) * V));
-    for (int64_t i = 0; i <= g; ++i) sampling_distribution(logits[s].data() + i * V, V, sp, p.data() + i * V);
-    VerifyResult vr = verify(xs[s], qs[s].data(), p.data(), V, rng, false);
+    VerifyResult vr = verify_logits(xs[s], qs[s].data(), logits[s].data(), V, sp, rng, p.data(), scratch);
     accepted += vr.accepted;
     benchmark::DoNotOptimize(vr.tokens.data());
   }
