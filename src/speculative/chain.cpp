@@ -45,7 +45,7 @@ const ModelRunner& SpecChain::runner(int level) const {
 }
 
 void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Proposal& sub,
-                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p) {
+                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p, size_t p_offset) {
   Verifier& run = *levels_[size_t(level - 1)];
   LevelMetrics& m = metrics_[size_t(level)];
   ScopedPhase timed(*clock_, m.ns);
@@ -67,14 +67,17 @@ void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Prop
              : verify_simulated_greedy(sub.tokens, best_, opt_.simulate_acceptance[size_t(level - 1)],
                                        sim_rng_[size_t(level)]);
   } else {
-    p.resize(size_t((g + 1) * V));
-    for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, p.data() + i * V);
-    if (opt_.simulate_acceptance.empty())
-      vr = verify(sub.tokens, sub.q.data(), p.data(), V, rng_[size_t(level)], false,
-                  top ? opt_.top_mode : opt_.middle_mode);
-    else  // only the decisions are simulated: the forwards above ran at their real shapes
-      vr = verify_simulated(sub.tokens, sub.q.data(), p.data(), V, opt_.simulate_acceptance[size_t(level - 1)],
+    if (p.size() < p_offset + size_t((g + 1) * V)) p.resize(p_offset + size_t((g + 1) * V));
+    float* pl = p.data() + p_offset;
+    if (opt_.simulate_acceptance.empty()) {
+      // p rows are made as verification reaches them: none after a rejection.
+      vr = verify_logits(sub.tokens, sub.q.data(), lg.ptr<float>(), V, sp, rng_[size_t(level)], pl, scratch_,
+                         top ? opt_.top_mode : opt_.middle_mode);
+    } else {  // only the decisions are simulated: the forwards above ran at their real shapes
+      for (int64_t i = 0; i <= g; ++i) sampling_distribution(lg.ptr<float>() + i * V, V, sp, pl + i * V);
+      vr = verify_simulated(sub.tokens, sub.q.data(), pl, V, opt_.simulate_acceptance[size_t(level - 1)],
                             sim_rng_[size_t(level)], rng_[size_t(level)], false);
+    }
   }
   ++m.steps;
   m.drafted += g;
@@ -93,16 +96,18 @@ Proposal SpecChain::propose(int level, std::vector<int32_t>& ctx, const Sampling
   Proposal out;
   const size_t n_ctx = ctx.size();
   VerifyResult vr;
-  std::vector<float> p;
   while (int64_t(out.tokens.size()) < opt_.gamma[size_t(level)]) {
     Proposal sub = propose(level - 1, ctx, sp);
-    verify_into(level, ctx, sub, sp, vr, p);
-    // Emitted token k was drawn (marginally) from p row k: that is its proposal upward.
-    // At T = 0 proposals carry no q (greedy verification reads ids only).
-    for (size_t k = 0; k < vr.tokens.size(); ++k) {
-      out.tokens.push_back(vr.tokens[k]);
-      if (!sp.greedy()) out.q.insert(out.q.end(), p.begin() + int64_t(k) * V, p.begin() + int64_t(k + 1) * V);
-      ctx.push_back(vr.tokens[k]);
+    // Emitted token k was drawn (marginally) from p row k: that is its proposal
+    // upward, so the rows are made in place at the end of out.q and the ones
+    // past the emitted tokens cut off. At T = 0 proposals carry no q (greedy
+    // verification reads ids only).
+    const size_t q_rows = out.q.size();
+    verify_into(level, ctx, sub, sp, vr, out.q, q_rows);
+    if (!sp.greedy()) out.q.resize(q_rows + vr.tokens.size() * size_t(V));
+    for (int32_t t : vr.tokens) {
+      out.tokens.push_back(t);
+      ctx.push_back(t);
     }
   }
   ctx.resize(n_ctx);
@@ -141,14 +146,13 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   auto t0 = std::chrono::steady_clock::now();
   auto t1 = t0;
   VerifyResult vr;
-  std::vector<float> p;
   bool done = max_new_tokens <= 0;
   std::vector<LevelMetrics> before;
   while (!done) {
     before = metrics_;
     const size_t gen_before = res.gen.tokens.size();
     Proposal cand = propose(top - 1, ctx, sp);
-    verify_into(top, ctx, cand, sp, vr, p);
+    verify_into(top, ctx, cand, sp, vr, p_top_, 0);
     ++res.top_steps;
     for (int32_t t : vr.tokens) {
       res.gen.tokens.push_back(t);

@@ -91,8 +91,10 @@ class SpecChain {
   // context: the committed context, extended in place while a call works and
   // restored before it returns, so no call copies the prompt.
   Proposal propose(int level, std::vector<int32_t>& context, const SamplingParams& sp);
+  // T > 0: level's p rows [g+1, V] go to p from p_offset on (p grows to fit);
+  // rows 0..vr.accepted are the emitted tokens' (the rest may be unwritten).
   void verify_into(int level, std::vector<int32_t>& context, const Proposal& sub, const SamplingParams& sp,
-                   VerifyResult& vr, std::vector<float>& p);
+                   VerifyResult& vr, std::vector<float>& p, size_t p_offset);
 
   Drafter* drafter_;
   void init_checks();
@@ -103,6 +105,8 @@ class SpecChain {
   std::vector<RngStream> sim_rng_;  // simulated decisions, per level (simulate_acceptance)
   std::vector<LevelMetrics> metrics_;
   std::vector<int32_t> best_;  // T = 0: the verifier's argmax per row
+  VerifyScratch scratch_;      // T > 0: buffers reused by every level's verification
+  std::vector<float> p_top_;   // T > 0: the top level's p rows, reused step to step
   PhaseClock default_clock_;
   const PhaseClock* clock_ = &default_clock_;
 };

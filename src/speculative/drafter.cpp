@@ -74,6 +74,13 @@ void sync_mirror(TokenMirror& seq, const std::vector<int32_t>& context) {
   seq.commit(seq.size());
 }
 
+int32_t draft_token(const float* logits, int64_t vocab, const SamplingParams& sp, RngStream& rng, float* q_row) {
+  if (sp.greedy()) return int32_t(argmax_lowest(logits, vocab));
+  thread_local RowSampler rows;
+  rows.distribution(logits, vocab, sp, q_row);
+  return rows.draw(q_row, vocab, rng.seed, rng.next());
+}
+
 Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                 RngStream& rng, TokenMirror& seq) {
   Proposal pr;
@@ -83,14 +90,7 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
   seq.append(context.begin() + int64_t(seq.size()), context.end());
   for (int64_t i = 0; i < k; ++i) {
     Tensor lg = v.logits(seq.tokens(), 1);
-    int32_t t;
-    if (sp.greedy()) {
-      t = int32_t(argmax_lowest(lg.ptr<float>(), V));
-    } else {
-      float* qi = pr.q.data() + i * V;
-      sampling_distribution(lg.ptr<float>(), V, sp, qi);
-      t = draw_from(qi, V, rng.seed, rng.next());
-    }
+    const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, sp.greedy() ? nullptr : pr.q.data() + i * V);
     pr.tokens.push_back(t);
     seq.append(&t, &t + 1);
   }

@@ -83,6 +83,12 @@ struct Proposal {
   std::vector<float> q;
 };
 
+// A drafter's pick of one token from its logits row [vocab]: the argmax at
+// T = 0 (q_row not read or written, may be null); otherwise q_row <- the
+// row's distribution (sampling_distribution) and a draw from it with the next
+// number of rng. Every model drafter picks through it.
+int32_t draft_token(const float* logits, int64_t vocab, const SamplingParams& sp, RngStream& rng, float* q_row);
+
 // k tokens drawn one at a time from v's logits after context (+ the tokens so
 // far). seq: the caller's copy of its last sequence, brought to context at
 // O(new tokens) rather than copied.

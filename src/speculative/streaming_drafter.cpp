@@ -151,14 +151,7 @@ Proposal StreamingDrafter::propose(const std::vector<int32_t>& context, int64_t 
   const int64_t V = vocab();
   if (!sp.greedy()) pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
   for (int64_t i = 0; i < k; ++i) {
-    int32_t t;
-    if (sp.greedy()) {
-      t = int32_t(argmax_lowest(lg.ptr<float>(), V));
-    } else {
-      float* qi = pr.q.data() + i * V;
-      sampling_distribution(lg.ptr<float>(), V, sp, qi);
-      t = draw_from(qi, V, rng.seed, rng.next());
-    }
+    const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, sp.greedy() ? nullptr : pr.q.data() + i * V);
     pr.tokens.push_back(t);
     if (i + 1 == k) break;
     lg = forward(std::vector<int32_t>{t}, int64_t(context.size()) + i);

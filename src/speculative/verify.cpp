@@ -42,14 +42,18 @@ void emit_rejection(VerifyResult& r, const float* pi, const float* qi, int64_t v
     r.tokens.push_back(t);
     return;
   }
-  r.last_dist.assign(pi, pi + vocab);
   if (mode == ResampleMode::residual) {
+    r.last_dist.resize(size_t(vocab));
+    float* res = r.last_dist.data();
     double sum = 0;
-    std::vector<float> res(static_cast<size_t>(vocab));
-    for (int64_t v = 0; v < vocab; ++v) sum += (res[size_t(v)] = std::max(pi[v] - qi[v], 0.0f));
-    if (sum > 0) r.last_dist = std::move(res);  // else p == q up to rounding: p is the residual's limit
+    for (int64_t v = 0; v < vocab; ++v) sum += (res[v] = std::max(pi[v] - qi[v], 0.0f));
+    if (sum > 0) {
+      r.tokens.push_back(draw_from(res, vocab, rng.seed, rng.next()));
+      return;
+    }  // else p == q up to rounding: p is the residual's limit
   }
-  r.tokens.push_back(draw_from(r.last_dist.data(), vocab, rng.seed, rng.next()));
+  r.last_dist.assign(pi, pi + vocab);
+  r.tokens.push_back(draw_from(pi, vocab, rng.seed, rng.next()));
 }
 
 // All proposals accepted: the bonus token from p_{g+1}.
@@ -88,6 +92,57 @@ VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* 
     return r;
   }
   emit_bonus(r, p + g * vocab, vocab, rng, greedy);
+  return r;
+}
+
+VerifyResult verify_logits(const std::vector<int32_t>& x, const float* q, const float* logits, int64_t vocab,
+                           const SamplingParams& sp, RngStream& rng, float* p, VerifyScratch& scratch,
+                           ResampleMode mode) {
+  TF_CHECK(!sp.greedy(), "verify_logits: T = 0 verifies from argmax ids (verify_greedy)");
+  RowSampler& rows = scratch.rows;
+  VerifyResult r;
+  const int64_t g = int64_t(x.size());
+  for (int64_t i = 0; i < g; ++i) {
+    const int32_t xi = x[size_t(i)];
+    TF_CHECK(xi >= 0 && xi < vocab, "verify: proposal " << xi << " outside vocab");
+    float* pi = p + i * vocab;
+    const float* qi = q + i * vocab;
+    rows.distribution(logits + i * vocab, vocab, sp, pi);
+    const double px = pi[xi], qx = qi[xi];
+    const double u = rng.uniform();
+    if (qx > 0 ? u * qx < px : px > 0) {  // as verify()
+      r.tokens.push_back(xi);
+      ++r.accepted;
+      continue;
+    }
+    r.resampled = true;
+    if (mode == ResampleMode::residual) {
+      // max(p - q, 0) is zero wherever p is, so a sparse p row needs it on its support alone.
+      scratch.residual.resize(size_t(vocab));
+      float* res = scratch.residual.data();
+      double sum = 0;
+      if (rows.sparse()) {
+        const std::vector<int32_t>& ids = rows.support();
+        for (int32_t v : ids) sum += (res[v] = std::max(pi[v] - qi[v], 0.0f));
+        if (sum > 0) {
+          r.tokens.push_back(draw_from_ids(res, ids.data(), int64_t(ids.size()), rng.seed, rng.next()));
+          return r;
+        }
+      } else {
+        for (int64_t v = 0; v < vocab; ++v) sum += (res[v] = std::max(pi[v] - qi[v], 0.0f));
+        if (sum > 0) {
+          r.tokens.push_back(draw_from(res, vocab, rng.seed, rng.next()));
+          return r;
+        }
+      }
+    }
+    r.tokens.push_back(rows.draw(pi, vocab, rng.seed, rng.next()));
+    return r;
+  }
+  float* pb = p + g * vocab;
+  rows.distribution(logits + g * vocab, vocab, sp, pb);
+  r.bonus = true;
+  r.tokens.push_back(rows.draw(pb, vocab, rng.seed, rng.next()));
   return r;
 }
 

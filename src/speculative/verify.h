@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "gen/sampling.h"
+
 namespace tf::speculative {
 
 // A Philox stream with an explicit counter: every uniform or draw uses the next
@@ -49,6 +51,22 @@ struct VerifyResult {
 // greedy: T = 0 (no uniforms consumed; compares with argmax p).
 VerifyResult verify(const std::vector<int32_t>& x, const float* q, const float* p, int64_t vocab,
                     RngStream& rng, bool greedy, ResampleMode mode = ResampleMode::residual);
+
+// Buffers verify_logits reuses from call to call.
+struct VerifyScratch {
+  RowSampler rows;
+  std::vector<float> residual;  // [vocab]
+};
+
+// verify() at T > 0 from the verifier's logits rows [g+1, vocab]: p row i
+// (sampling_distribution of logits row i, into p + i * vocab) is made only
+// when verification reaches it, i.e. rows 0..accepted (the rows of the emitted
+// tokens; a middle level's proposal upward). Rows after a rejection are not
+// written. Tokens, flags and draws are verify()'s for the same p, bit for bit;
+// last_dist stays empty (the residual is drawn from in place).
+VerifyResult verify_logits(const std::vector<int32_t>& x, const float* q, const float* logits, int64_t vocab,
+                           const SamplingParams& sp, RngStream& rng, float* p, VerifyScratch& scratch,
+                           ResampleMode mode = ResampleMode::residual);
 
 // Simulated acceptance (--simulate-acceptance, systems studies): proposal x_i
 // is accepted when a uniform of `decide` is below `rate`, whatever p and q say

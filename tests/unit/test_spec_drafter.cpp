@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 
 #include "speculative/drafter.h"
 #include "tiny_model.h"
@@ -108,4 +111,31 @@ TEST(SpecDrafter, TokenMirrorComparesPastTheCommittedWatermark) {
   m.append(sevens.begin(), sevens.end());
   EXPECT_EQ(m.common({1, 2, 7, 7}), 4u);
   EXPECT_EQ(m.common({1, 3, 7, 7}), 1u);
+}
+
+TEST(SpecDrafter, DraftTokenIsTheDistributionAndOneDraw) {
+  // draft_token against the pick it replaced in both model drafters:
+  // sampling_distribution into the q row, then draw_from with the next number.
+  std::mt19937 gen(5);
+  std::normal_distribution<float> n(0.0f, 4.0f);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t V = trial % 2 ? 3000 : 50;
+    std::vector<float> l(static_cast<size_t>(V));
+    for (auto& x : l) x = n(gen);
+    if (trial % 5 == 0) l[3] = l[7] = 30.0f;  // a tie at the top
+    const SamplingParams sp{trial % 4 == 0 ? 0.0f : 0.6f, trial % 3 == 0 ? 1.0f : 0.9f, 1};
+    RngStream a{uint64_t(trial), 4}, b = a;
+    std::vector<float> want(static_cast<size_t>(V)), got(static_cast<size_t>(V), std::numeric_limits<float>::quiet_NaN());
+    int32_t t_want;
+    if (sp.greedy()) {
+      t_want = int32_t(argmax_lowest(l.data(), V));
+    } else {
+      sampling_distribution(l.data(), V, sp, want.data());
+      t_want = draw_from(want.data(), V, a.seed, a.next());
+    }
+    const int32_t t = draft_token(l.data(), V, sp, b, sp.greedy() ? nullptr : got.data());
+    EXPECT_EQ(t, t_want) << trial;
+    EXPECT_EQ(b.counter, a.counter);  // one number at T > 0, none at T = 0
+    if (!sp.greedy()) EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(V) * sizeof(float)), 0) << trial;
+  }
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "core/check.h"
@@ -156,4 +158,65 @@ TEST(SpecVerify, GreedyFromIdsEqualsGreedyFromDistributions) {
   EXPECT_GT(rejections, 20);
   EXPECT_GT(bonuses, 20);
   EXPECT_THROW(verify_greedy({1, 2}, {1, 2}), tf::Error);  // one id short
+}
+
+namespace {
+
+// Logits rows [n, V]: a shared base plus per-row noise, so draft and target agree in part.
+std::vector<float> noisy_rows(const std::vector<float>& base, int64_t n, float noise, std::mt19937& gen) {
+  const int64_t V = int64_t(base.size());
+  std::normal_distribution<float> d(0.0f, noise);
+  std::vector<float> r(size_t(n * V));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t v = 0; v < V; ++v) r[size_t(i * V + v)] = base[size_t(v)] + d(gen);
+  return r;
+}
+
+}  // namespace
+
+TEST(SpecVerify, FromLogitsEqualsVerifyOnFullRows) {
+  // verify_logits (rows made as reached, residual on the support) against
+  // verify() on every p row made first: tokens, flags, the stream's counter
+  // and the rows of the emitted tokens, bit for bit; p poisoned before.
+  std::mt19937 gen(17);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  int rejections = 0, bonuses = 0;
+  VerifyScratch scratch;
+  for (int trial = 0; trial < 240; ++trial) {
+    const int64_t V = trial % 3 == 0 ? 4000 : 64;
+    const int64_t g = 1 + trial % 5;
+    const float top_p = trial % 2 ? 0.9f : 1.0f;
+    const ResampleMode mode = trial % 7 == 0 ? ResampleMode::reference_bug : ResampleMode::residual;
+    const SamplingParams sp{0.6f, top_p, 1};
+    std::vector<float> base(static_cast<size_t>(V));
+    for (auto& x : base) x = n(gen);
+    const std::vector<float> lt = noisy_rows(base, g + 1, 1.0f, gen), ld = noisy_rows(base, g, 1.5f, gen);
+    std::vector<float> q(size_t(g * V)), p_full(size_t((g + 1) * V));
+    std::vector<int32_t> x;
+    RngStream draft_rng{uint64_t(trial), 0};
+    for (int64_t i = 0; i < g; ++i) {
+      sampling_distribution(ld.data() + i * V, V, sp, q.data() + i * V);
+      x.push_back(draw_from(q.data() + i * V, V, draft_rng.seed, draft_rng.next()));
+    }
+    if (trial % 11 == 0) x[0] = int32_t((x[0] + 1) % V);  // sometimes a token q never proposes
+    for (int64_t i = 0; i <= g; ++i) sampling_distribution(lt.data() + i * V, V, sp, p_full.data() + i * V);
+    RngStream a{uint64_t(trial) * 3 + 1, 0}, b = a;
+    const VerifyResult want = verify(x, q.data(), p_full.data(), V, a, false, mode);
+    std::vector<float> p(p_full.size(), std::numeric_limits<float>::quiet_NaN());
+    const VerifyResult got = verify_logits(x, q.data(), lt.data(), V, sp, b, p.data(), scratch, mode);
+    ASSERT_EQ(got.tokens, want.tokens) << trial;
+    EXPECT_EQ(got.accepted, want.accepted);
+    EXPECT_EQ(got.bonus, want.bonus);
+    EXPECT_EQ(got.resampled, want.resampled);
+    EXPECT_EQ(b.counter, a.counter);
+    EXPECT_TRUE(got.last_dist.empty());
+    const size_t made = size_t(got.accepted + 1) * size_t(V);
+    EXPECT_EQ(std::memcmp(p.data(), p_full.data(), made * sizeof(float)), 0) << trial;
+    rejections += got.resampled, bonuses += got.bonus;
+  }
+  EXPECT_GT(rejections, 40);
+  EXPECT_GT(bonuses, 20);
+  RngStream unused;
+  EXPECT_THROW(verify_logits({}, nullptr, nullptr, 4, SamplingParams{}, unused, nullptr, scratch),
+               tf::Error);  // T = 0 goes through verify_greedy
 }
