@@ -2,9 +2,11 @@
 // the fast path; these numbers say how long the reference tests take and where
 // the CPU forward spends its time.
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <random>
 
+#include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
 
 namespace {
@@ -31,6 +33,47 @@ void BM_Linear(benchmark::State& state) {
       benchmark::Counter(double(2 * n * in * out) * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Linear)->Arg(1)->Arg(8)->Arg(128);
+
+// The decode / verification linear at SmolLM2-135M's shapes (out x in: q and
+// o 576x576, k and v 192x576, gate and up 1536x576, down 576x1536, the tied
+// lm_head 49152x576) for 1..8 rows: ops::linear (the skinny kernel) against
+// OpenBLAS sgemv (one call per row) and sgemm (one call) in the same binary.
+// Bytes are the weights read once.
+enum class LinearImpl { kOps, kSgemv, kSgemm };
+template <LinearImpl impl>
+void BM_SkinnyLinear(benchmark::State& state) {
+  const int64_t out = state.range(0), in = state.range(1), n = state.range(2);
+  auto x = random_tensor({n, in}, 1), w = random_tensor({out, in}, 2);
+  auto y = tf::Tensor::cpu(tf::DType::F32, {n, out});
+  const float* X = x.ptr<float>();
+  const float* W = w.ptr<float>();
+  float* Y = y.ptr<float>();
+  for (auto _ : state) {
+    if (impl == LinearImpl::kOps) {
+      tf::ops::linear(x, w, y);
+    } else if (impl == LinearImpl::kSgemv) {
+      for (int64_t r = 0; r < n; ++r)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(out), int(in), 1.0f, W, int(in), X + r * in, 1, 0.0f,
+                    Y + r * out, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(out), int(in), 1.0f, X, int(in), W, int(in),
+                  0.0f, Y, int(out));
+    }
+    benchmark::DoNotOptimize(Y);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * out * in * 4);
+  state.SetLabel(impl == LinearImpl::kOps ? tf::ops::cpu::skinny_isa() : "");
+}
+void skinny_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"out", "in", "rows"});
+  for (auto [o, i] : std::vector<std::pair<int64_t, int64_t>>{
+           {576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}})
+    for (int64_t n : {1, 2, 3, 4, 8}) b->Args({o, i, n});
+}
+BENCHMARK(BM_SkinnyLinear<LinearImpl::kOps>)->Name("BM_SkinnyLinear/ops")->Apply(skinny_shapes)->UseRealTime();
+BENCHMARK(BM_SkinnyLinear<LinearImpl::kSgemv>)->Name("BM_SkinnyLinear/sgemv")->Apply(skinny_shapes)->UseRealTime();
+BENCHMARK(BM_SkinnyLinear<LinearImpl::kSgemm>)->Name("BM_SkinnyLinear/sgemm")->Apply(skinny_shapes)->UseRealTime();
 
 // One decode query (9 heads / 3 KV heads, head_dim 64) over a KV of `len` tokens.
 void BM_AttentionDecode(benchmark::State& state) {
