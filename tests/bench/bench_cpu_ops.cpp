@@ -103,6 +103,35 @@ void BM_AttentionDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionDecode)->Arg(1024)->Arg(8192)->Arg(65536);
 
+// A verification's attention: `rows` queries at the newest positions of a KV
+// of `len` tokens, SmolLM2's heads (9 / 3 KV heads, head_dim 64).
+void BM_AttentionRows(benchmark::State& state) {
+  const int64_t len = state.range(0), n = state.range(1), heads = 9, kvh = 3, hd = 64;
+  auto k = random_tensor({kvh, len, hd}, 3), v = random_tensor({kvh, len, hd}, 4);
+  auto q = random_tensor({n, heads, hd}, 5);
+  auto qpos = tf::Tensor::cpu(tf::DType::I32, {n});
+  for (int64_t i = 0; i < n; ++i) qpos.ptr<int32_t>()[i] = int32_t(len - n + i);
+  auto out = tf::Tensor::cpu(tf::DType::F32, {n, heads, hd});
+  tf::ops::KVView view;
+  view.k = k.ptr<float>();
+  view.v = v.ptr<float>();
+  view.length = len;
+  view.head_stride = len * hd;
+  view.token_stride = hd;
+  view.num_kv_heads = kvh;
+  view.head_dim = hd;
+  tf::ops::AttentionParams p;
+  p.num_heads = heads;
+  p.num_kv_heads = kvh;
+  p.head_dim = hd;
+  for (auto _ : state) {
+    tf::ops::attention(q, qpos, view, out, p);
+    benchmark::DoNotOptimize(out.data);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kvh * len * hd * 4);
+}
+BENCHMARK(BM_AttentionRows)->ArgNames({"len", "rows"})->ArgsProduct({{8, 4096}, {1, 3, 7}})->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();
