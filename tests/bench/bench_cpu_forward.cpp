@@ -4,8 +4,8 @@
 // in test_spec_methods). The prefill runs once per context, outside the timing;
 // each iteration forwards n tokens and truncates the cache back.
 //
-//   ./build-cpu/tests/bench_cpu_forward --benchmark_min_time=2 --benchmark_repetitions=5 \
-//       --benchmark_report_aggregates_only=true
+//   ./build-cpu/tests/bench_cpu_forward --benchmark_min_time=1 --benchmark_repetitions=5 \
+//       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -17,6 +17,7 @@
 
 #include "model/checkpoint.h"
 #include "model/llama.h"
+#include "ops/cpu/skinny_cpu.h"
 
 namespace {
 
@@ -61,7 +62,9 @@ tf::FullKVCache& prefilled(Loaded& l, int64_t ctx) {
   return *c;
 }
 
-// args: context, n
+// args: context, n, kernels (1: the skinny kernels, 0: the BLAS path they
+// replaced, as TRIFORCE_CPU_KERNELS=blas: the before/after in one process, so
+// --benchmark_enable_random_interleaving spreads a shared machine's noise over both)
 void BM_CpuForward(benchmark::State& state) {
   Loaded* l = loaded();
   if (!l) {
@@ -71,20 +74,18 @@ void BM_CpuForward(benchmark::State& state) {
   const int64_t ctx = state.range(0), n = state.range(1);
   tf::FullKVCache& cache = prefilled(*l, ctx);
   const auto t = tokens(n, 2, l->model->config().vocab_size);
+  tf::ops::cpu::force_blas_kernels(state.range(2) == 0);
   for (auto _ : state) {
     tf::Tensor lg = l->model->forward(t, cache);
     benchmark::DoNotOptimize(lg.data);
     cache.truncate(ctx);
   }
+  tf::ops::cpu::force_blas_kernels(false);
+  state.SetLabel(state.range(2) ? tf::ops::cpu::skinny_isa() : "blas");
 }
 BENCHMARK(BM_CpuForward)
-    ->ArgNames({"ctx", "n"})
-    ->Args({8, 1})
-    ->Args({8, 3})
-    ->Args({8, 7})
-    ->Args({4096, 1})
-    ->Args({4096, 3})
-    ->Args({4096, 7})
+    ->ArgNames({"ctx", "n", "kernels"})
+    ->ArgsProduct({{8, 4096}, {1, 3, 7}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -104,9 +104,11 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)->Arg(1024)->Arg(8192)->Arg(65536);
 
 // A verification's attention: `rows` queries at the newest positions of a KV
-// of `len` tokens, SmolLM2's heads (9 / 3 KV heads, head_dim 64).
+// of `len` tokens, SmolLM2's heads (9 / 3 KV heads, head_dim 64); kernels 1:
+// the skinny kernel, 0: the BLAS attention it replaced.
 void BM_AttentionRows(benchmark::State& state) {
   const int64_t len = state.range(0), n = state.range(1), heads = 9, kvh = 3, hd = 64;
+  tf::ops::cpu::force_blas_kernels(state.range(2) == 0);
   auto k = random_tensor({kvh, len, hd}, 3), v = random_tensor({kvh, len, hd}, 4);
   auto q = random_tensor({n, heads, hd}, 5);
   auto qpos = tf::Tensor::cpu(tf::DType::I32, {n});
@@ -128,9 +130,14 @@ void BM_AttentionRows(benchmark::State& state) {
     tf::ops::attention(q, qpos, view, out, p);
     benchmark::DoNotOptimize(out.data);
   }
+  tf::ops::cpu::force_blas_kernels(false);
   state.SetBytesProcessed(state.iterations() * 2 * kvh * len * hd * 4);
+  state.SetLabel(state.range(2) ? tf::ops::cpu::skinny_isa() : "blas");
 }
-BENCHMARK(BM_AttentionRows)->ArgNames({"len", "rows"})->ArgsProduct({{8, 4096}, {1, 3, 7}})->UseRealTime();
+BENCHMARK(BM_AttentionRows)
+    ->ArgNames({"len", "rows", "kernels"})
+    ->ArgsProduct({{8, 4096}, {1, 3, 7}, {0, 1}})
+    ->UseRealTime();
 
 }  // namespace
 

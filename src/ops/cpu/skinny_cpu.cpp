@@ -50,7 +50,7 @@ namespace avx2 {
 
 namespace {
 
-std::atomic<bool> g_force_generic{false};
+std::atomic<bool> g_force_generic{false}, g_force_blas{false};
 
 // TRIFORCE_CPU_KERNELS, read once: unset or "auto", "generic", or "blas".
 const char* kernels_env() {
@@ -110,10 +110,14 @@ void attention_skinny(const float* q, const int32_t* q_positions, int64_t n, con
   generic::attention_rows(q, q_positions, n, kv, out, p.num_heads, p.num_kv_heads, p.head_dim, scale);
 }
 
-bool skinny_enabled() { return std::strcmp(kernels_env(), "blas") != 0; }
+bool skinny_enabled() {
+  return std::strcmp(kernels_env(), "blas") != 0 && !g_force_blas.load(std::memory_order_relaxed);
+}
 
 const char* skinny_isa() { return use_avx2() ? "avx2+fma" : "generic"; }
 
 void force_generic_kernels(bool on) { g_force_generic.store(on, std::memory_order_relaxed); }
+
+void force_blas_kernels(bool on) { g_force_blas.store(on, std::memory_order_relaxed); }
 
 }  // namespace tf::ops::cpu

@@ -53,5 +53,8 @@ const char* skinny_isa();
 // the choice made for this CPU). TRIFORCE_CPU_KERNELS=generic does the same
 // for a whole process.
 void force_generic_kernels(bool on);
+// Benchmarks: the BLAS path (as TRIFORCE_CPU_KERNELS=blas) while on, so one
+// binary can interleave before and after.
+void force_blas_kernels(bool on);
 
 }  // namespace tf::ops::cpu
