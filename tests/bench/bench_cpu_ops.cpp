@@ -4,7 +4,9 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 #include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
@@ -38,17 +40,30 @@ BENCHMARK(BM_Linear)->Arg(1)->Arg(8)->Arg(128);
 // o 576x576, k and v 192x576, gate and up 1536x576, down 576x1536, the tied
 // lm_head 49152x576) for 1..8 rows: ops::linear (the skinny kernel) against
 // OpenBLAS sgemv (one call per row) and sgemm (one call) in the same binary.
-// Bytes are the weights read once.
+// cold 1: each call reads another copy of the weights, 96 MB of copies in all
+// (3x this L3), so the weights come from memory as in a decode step, where the
+// 540 MB model streams through; cold 0: one copy, warm in L2/L3 after the first
+// call. Bytes are the weights read once.
 enum class LinearImpl { kOps, kSgemv, kSgemm };
 template <LinearImpl impl>
 void BM_SkinnyLinear(benchmark::State& state) {
   const int64_t out = state.range(0), in = state.range(1), n = state.range(2);
-  auto x = random_tensor({n, in}, 1), w = random_tensor({out, in}, 2);
+  const int64_t copies = state.range(3) ? std::max<int64_t>(1, (int64_t(96) << 20) / (out * in * 4)) : 1;
+  auto x = random_tensor({n, in}, 1);
+  std::vector<tf::Tensor> ws;
+  ws.push_back(random_tensor({out, in}, 2));
+  for (int64_t c = 1; c < copies; ++c) {  // same values, other memory
+    ws.push_back(tf::Tensor::cpu(tf::DType::F32, {out, in}));
+    std::copy_n(ws[0].ptr<float>(), out * in, ws.back().ptr<float>());
+  }
   auto y = tf::Tensor::cpu(tf::DType::F32, {n, out});
   const float* X = x.ptr<float>();
-  const float* W = w.ptr<float>();
   float* Y = y.ptr<float>();
+  int64_t c = 0;
   for (auto _ : state) {
+    const tf::Tensor& w = ws[size_t(c)];
+    c = c + 1 == copies ? 0 : c + 1;
+    const float* W = w.ptr<float>();
     if (impl == LinearImpl::kOps) {
       tf::ops::linear(x, w, y);
     } else if (impl == LinearImpl::kSgemv) {
@@ -66,10 +81,12 @@ void BM_SkinnyLinear(benchmark::State& state) {
   state.SetLabel(impl == LinearImpl::kOps ? tf::ops::cpu::skinny_isa() : "");
 }
 void skinny_shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"out", "in", "rows"});
-  for (auto [o, i] : std::vector<std::pair<int64_t, int64_t>>{
-           {576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}})
-    for (int64_t n : {1, 2, 3, 4, 8}) b->Args({o, i, n});
+  b->ArgNames({"out", "in", "rows", "cold"});
+  for (int64_t cold : {1, 0})
+    for (auto [o, i] : std::vector<std::pair<int64_t, int64_t>>{
+             {576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}})
+      for (int64_t n : {1, 2, 3, 4, 8})
+        if (cold || o != 49152) b->Args({o, i, n, cold});  // the lm_head (113 MB) is cold anyway
 }
 BENCHMARK(BM_SkinnyLinear<LinearImpl::kOps>)->Name("BM_SkinnyLinear/ops")->Apply(skinny_shapes)->UseRealTime();
 BENCHMARK(BM_SkinnyLinear<LinearImpl::kSgemv>)->Name("BM_SkinnyLinear/sgemv")->Apply(skinny_shapes)->UseRealTime();
