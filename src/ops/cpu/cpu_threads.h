@@ -13,12 +13,12 @@ namespace tf::ops::cpu {
 // Threads a parallel_for uses now (>= 1).
 int cpu_threads();
 
-// fn(begin, end) over a static split of [0, items) into at most cpu_threads()
-// contiguous ranges, the calling thread taking the first; returns when all are
-// done. Ranges depend only on `items` and the thread count, never on timing,
-// and callers write disjoint outputs, so results do not depend on the split.
-// Called from inside a range (or from a second thread while one runs) it runs
-// fn(0, items) on the calling thread.
+// fn(begin, end) over [0, items) cut into up to 4 * cpu_threads() contiguous
+// chunks, which the calling thread and the workers claim as they come free;
+// returns when all are done. Which thread runs a chunk depends on timing, so
+// callers must write disjoint outputs whose values do not depend on the cut
+// (the skinny kernels' outputs never do). Called from inside a chunk (or from
+// a second thread while a call runs) it runs fn(0, items) on the calling thread.
 void parallel_for(int64_t items, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace tf::ops::cpu

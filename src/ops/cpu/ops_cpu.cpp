@@ -1,5 +1,7 @@
-// CPU bodies of the ops in ops/ops.h plus the device dispatch. Plain loops,
-// BLAS (cblas_sgemm) for the linears and for attention score/value blocks.
+// CPU bodies of the ops in ops/ops.h plus the device dispatch. Plain loops;
+// calls of at most cpu::kSkinnyMaxRows rows (decode, verification) go to the
+// batch-invariant kernels of cpu/skinny_cpu.h, longer ones (prefill) to BLAS
+// (cblas_sgemm for the linears and for attention score/value blocks).
 #include <cblas.h>
 
 #include <algorithm>
