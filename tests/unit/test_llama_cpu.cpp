@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 
+#include "model/checkpoint.h"
 #include "model/llama.h"
+#include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
 
 using namespace tf;
@@ -170,6 +175,48 @@ TEST(LlamaCpu, GreedyGenerate) {
     EXPECT_EQ(am.ptr<int32_t>()[0], g[size_t(i)]) << "step " << i;
     seq.push_back(g[size_t(i)]);
   }
+}
+
+// A verification of n tokens equals n decode steps bit for bit on the CPU
+// (the skinny kernels' batch invariance, ops/cpu/skinny_cpu.h): greedy
+// speculation then reproduces ar exactly, and a row's logits do not depend on
+// how many drafted tokens were verified with it.
+void check_verify_equals_steps(LlamaModel& m, int64_t past, int64_t vocab) {
+  const auto prompt = tokens(past, 31, vocab), draft = tokens(ops::cpu::kSkinnyMaxRows, 37, vocab);
+  for (int64_t n : {int64_t(2), int64_t(3), int64_t(7), ops::cpu::kSkinnyMaxRows}) {
+    auto a = m.make_cache(past + n + 1), b = m.make_cache(past + n + 1);
+    m.forward(prompt, a, 1);
+    m.forward(prompt, b, 1);
+    const std::vector<int32_t> t(draft.begin(), draft.begin() + n);
+    Tensor verify = m.forward(t, a);
+    for (int64_t r = 0; r < n; ++r) {
+      Tensor step = m.forward({t[size_t(r)]}, b);
+      ASSERT_EQ(std::memcmp(step.ptr<float>(), verify.ptr<float>() + r * vocab, size_t(vocab) * sizeof(float)), 0)
+          << "past " << past << ", n " << n << ": row " << r << " differs from its decode step";
+    }
+  }
+}
+
+TEST(LlamaCpu, VerifyRowsBitEqualDecodeSteps) {
+  if (!ops::cpu::skinny_enabled()) GTEST_SKIP() << "TRIFORCE_CPU_KERNELS=blas";
+  ModelConfig c = tiny(4, 2);
+  c.head_dim = 16;  // two AVX2 vectors per head
+  c.hidden_size = 4 * 16;
+  c.max_position_embeddings = 512;
+  LlamaModel m(c, LlamaWeights::random(c, 41));
+  for (int64_t past : {1, 20, 300}) check_verify_equals_steps(m, past, c.vocab_size);  // 300: the KV in 3 splits
+}
+
+TEST(LlamaCpu, VerifyRowsBitEqualDecodeStepsSmolLM2) {
+  if (!ops::cpu::skinny_enabled()) GTEST_SKIP() << "TRIFORCE_CPU_KERNELS=blas";
+  const char* home = std::getenv("HOME");
+  const char* dir = std::getenv("TRIFORCE_CACHE");
+  const std::string path = (dir ? std::string(dir) : std::string(home ? home : "") + "/.cache/triforce") +
+                           "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (scripts/fetch_default_model.sh)";
+  Checkpoint ck = open_checkpoint(path);
+  LlamaModel m(ck.config, LlamaWeights::load(*ck.weights, ck.config));
+  check_verify_equals_steps(m, 140, ck.config.vocab_size);  // past a split boundary
 }
 
 TEST(LlamaCpu, ScaledRopeTypesRun) {

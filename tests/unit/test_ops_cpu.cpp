@@ -204,6 +204,7 @@ void run_attention_case(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t 
   for (int64_t j = 0; j < L; ++j) kpos[size_t(j)] = identity ? int32_t(j) : int32_t(L - 1 - j + (j % 3));
   for (int64_t i = 0; i < n; ++i) qpos[size_t(i)] = kpos[size_t(past + i)];
   Tensor q = randn({n, H, D}, rng), out = Tensor::cpu(DType::F32, {n, H, D});
+  std::fill(out.ptr<float>(), out.ptr<float>() + out.numel(), std::nanf(""));  // every row must be written
   ops::KVView kv;
   kv.k = K.data();
   kv.v = V.data();
@@ -242,6 +243,17 @@ TEST(OpsCpu, AttentionRowBlocks) {
 }
 
 TEST(OpsCpu, AttentionLong) { run_attention_case(2, 1, 8, 0, 4097, true, 123); }
+
+// Decode and verification rows (n <= cpu::kSkinnyMaxRows, the split-KV kernel)
+// over caches of several splits, at SmolLM2's heads and at awkward ones.
+TEST(OpsCpu, AttentionFewRowsLongCache) {
+  uint32_t seed = 300;
+  for (int64_t n : {1, 2, 7, 16})
+    for (bool id : {true, false}) {
+      run_attention_case(9, 3, 64, 1000, n, id, seed++);
+      run_attention_case(4, 2, 12, 257, n, id, seed++);
+    }
+}
 
 TEST(OpsCpu, AttentionSeesNothingGivesZeros) {
   std::vector<float> K(8, 1.0f), V(8, 1.0f);

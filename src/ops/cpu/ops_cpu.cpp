@@ -1,5 +1,7 @@
-// CPU bodies of the ops in ops/ops.h plus the device dispatch. Plain loops,
-// BLAS (cblas_sgemm) for the linears and for attention score/value blocks.
+// CPU bodies of the ops in ops/ops.h plus the device dispatch. Plain loops;
+// calls of at most cpu::kSkinnyMaxRows rows (decode, verification) go to the
+// batch-invariant kernels of cpu/skinny_cpu.h, longer ones (prefill) to BLAS
+// (cblas_sgemm for the linears and for attention score/value blocks).
 #include <cblas.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
 #include "ops/cuda/ops_cuda.h"
 
@@ -232,6 +235,11 @@ void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
                         << shape_str(y.shape) << " do not match");
   if (device_of("linear", {&x, &weight, &y}) == Device::CUDA) no_cuda("linear");
   if (n == 0 || outd == 0) return;
+  // Decode and verification rows: one read of the weights for all rows, and a
+  // row's bits independent of n (cpu/skinny_cpu.h). sgemm on a skinny input
+  // cost several sgemv, and differed from sgemv in the last bits.
+  if (n <= cpu::kSkinnyMaxRows && cpu::skinny_enabled())
+    return cpu::linear_skinny(x.ptr<float>(), n, in, weight.ptr<float>(), outd, y.ptr<float>());
   if (n == 1) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, int(outd), int(in), 1.0f, weight.ptr<float>(), int(in),
                 x.ptr<float>(), 1, 0.0f, y.ptr<float>(), 1);
@@ -354,6 +362,8 @@ void attention(const Tensor& q, const Tensor& q_positions, const KVView& kv, Ten
   Device d = device_of("attention", {&q, &q_positions, &out});
   TF_CHECK(kv.device == d, "attention: KV view and queries on different devices");
   if (d == Device::CUDA) no_cuda("attention");
+  if (q.shape[0] <= cpu::kSkinnyMaxRows && cpu::skinny_enabled())
+    return cpu::attention_skinny(q.ptr<float>(), q_positions.ptr<int32_t>(), q.shape[0], kv, out.ptr<float>(), p);
   attention_cpu(q, q_positions, kv, out, p);
 }
 

@@ -1,0 +1,156 @@
+// The CPU decode / verification kernels (ops/cpu/skinny_cpu.h) behind
+// ops::linear and ops::attention for n <= kSkinnyMaxRows: the linear against
+// a double-precision reference over awkward shapes, and the batch invariance
+// both promise (row r of an n-row call == the one-row call on that row, bit
+// for bit), for the AVX2 kernels where the CPU has them and the portable ones.
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/skinny_cpu.h"
+#include "ops/ops.h"
+
+using namespace tf;
+
+namespace {
+
+Tensor randn(std::vector<int64_t> shape, std::mt19937& rng, float s = 1.0f) {
+  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
+  std::normal_distribution<float> nd(0.0f, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = nd(rng);
+  return t;
+}
+
+Tensor nan_filled(std::vector<int64_t> shape) {
+  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
+  std::fill(t.ptr<float>(), t.ptr<float>() + t.numel(), std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+
+bool same_bits(const float* a, const float* b, int64_t n) { return std::memcmp(a, b, size_t(n) * sizeof(float)) == 0; }
+
+// Runs the body once with the kernels chosen for this CPU and once with the
+// portable ones (the same when the CPU has no AVX2).
+class Isa : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (!ops::cpu::skinny_enabled()) GTEST_SKIP() << "TRIFORCE_CPU_KERNELS=blas";
+    ops::cpu::force_generic_kernels(GetParam());
+  }
+  void TearDown() override { ops::cpu::force_generic_kernels(false); }
+};
+INSTANTIATE_TEST_SUITE_P(CpuSkinny, Isa, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "generic" : "native"; });
+
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {  // (in, out): in off multiples of 8 and 16, odd out
+    {1, 1}, {7, 3}, {9, 5}, {17, 13}, {24, 7}, {63, 31}, {100, 33}, {581, 97}, {576, 192}};
+
+TEST_P(Isa, LinearMatchesDoubleReference) {
+  std::mt19937 rng(3);
+  for (auto [in, out] : kShapes)
+    for (int64_t n = 1; n <= 17; ++n) {  // 17: the first BLAS row count, held to the same reference
+      Tensor x = randn({n, in}, rng), w = randn({out, in}, rng), y = nan_filled({n, out});
+      ops::linear(x, w, y);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = 0, mag = 0;
+          for (int64_t k = 0; k < in; ++k) {
+            const double t = double(x.ptr<float>()[i * in + k]) * double(w.ptr<float>()[o * in + k]);
+            ref += t;
+            mag += std::abs(t);
+          }
+          const float got = y.ptr<float>()[i * out + o];
+          // fp32 summation of `in` products: |error| <= ~in * eps * sum |terms|
+          ASSERT_LE(std::abs(double(got) - ref), double(in + 2) * 0x1p-24 * mag + 1e-30)
+              << "in=" << in << " out=" << out << " n=" << n << " row " << i << " col " << o << " got " << got;
+        }
+    }
+}
+
+TEST_P(Isa, LinearRowsBitEqualOneRowCalls) {
+  std::mt19937 rng(5);
+  for (auto [in, out] : kShapes)
+    for (int64_t n = 1; n <= ops::cpu::kSkinnyMaxRows; ++n) {
+      Tensor x = randn({n, in}, rng), w = randn({out, in}, rng), y = nan_filled({n, out});
+      ops::linear(x, w, y);
+      for (int64_t r = 0; r < n; ++r) {
+        Tensor xr = ops::slice_rows(x, r, r + 1), yr = nan_filled({1, out});
+        ops::linear(xr, w, yr);
+        ASSERT_TRUE(same_bits(yr.ptr<float>(), y.ptr<float>() + r * out, out))
+            << "in=" << in << " out=" << out << " n=" << n << " row " << r;
+      }
+    }
+}
+
+TEST_P(Isa, LinearBitsDoNotDependOnThreads) {
+  std::mt19937 rng(7);
+  const int threads = openblas_get_num_threads();
+  Tensor x = randn({5, 576}, rng), w = randn({4099, 576}, rng), a = nan_filled({5, 4099}), b = nan_filled({5, 4099});
+  ops::linear(x, w, a);
+  openblas_set_num_threads(threads == 1 ? 2 : 1);
+  ops::linear(x, w, b);
+  openblas_set_num_threads(threads);
+  EXPECT_TRUE(same_bits(a.ptr<float>(), b.ptr<float>(), a.numel()));
+}
+
+// Attention over a cache of past + n tokens: the n-row call (the verification)
+// against n one-row calls over the cache as each decode step saw it (length
+// past + r + 1), with identity positions or explicit ones (a streaming cache).
+void check_attention_rows(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t n, bool explicit_positions,
+                          uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
+                                  << " explicit=" << explicit_positions);
+  std::mt19937 rng(seed);
+  const int64_t cap = past + n + 5, L = past + n;
+  std::vector<float> K(size_t(KH * cap * D)), V(size_t(KH * cap * D));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : K) v = nd(rng) * 2.0f;
+  for (auto& v : V) v = nd(rng);
+  // explicit: positions increase with the slot but skip some (evicted tokens)
+  std::vector<int32_t> kpos(static_cast<size_t>(L));
+  for (int64_t j = 0; j < L; ++j) kpos[size_t(j)] = explicit_positions ? int32_t(3 * j + 7) : int32_t(j);
+  Tensor q = randn({n, H, D}, rng), out = nan_filled({n, H, D});
+  Tensor qp = Tensor::cpu(DType::I32, {n});
+  for (int64_t i = 0; i < n; ++i) qp.ptr<int32_t>()[i] = kpos[size_t(past + i)];
+  ops::KVView kv;
+  kv.k = K.data();
+  kv.v = V.data();
+  kv.length = L;
+  kv.head_stride = cap * D;
+  kv.token_stride = D;
+  kv.positions = explicit_positions ? kpos.data() : nullptr;
+  kv.num_kv_heads = KH;
+  kv.head_dim = D;
+  ops::AttentionParams p;
+  p.num_heads = H;
+  p.num_kv_heads = KH;
+  p.head_dim = D;
+  ops::attention(q, qp, kv, out, p);
+  for (int64_t r = 0; r < n; ++r) {
+    ops::KVView one = kv;
+    one.length = past + r + 1;
+    Tensor qr = ops::slice_rows(q, r, r + 1), o1 = nan_filled({1, H, D}), p1 = ops::slice_rows(qp, r, r + 1);
+    ops::attention(qr, p1, one, o1, p);
+    ASSERT_TRUE(same_bits(o1.ptr<float>(), out.ptr<float>() + r * H * D, H * D)) << "row " << r;
+  }
+}
+
+TEST_P(Isa, AttentionRowsBitEqualOneRowCalls) {
+  uint32_t seed = 20;
+  for (bool ex : {false, true}) {
+    // SmolLM2's heads; rows across split boundaries (128 slots) and inside one
+    for (int64_t past : {0, 5, 120, 300, 1000})
+      for (int64_t n : {1, 2, 3, 7, 8, 16}) check_attention_rows(9, 3, 64, past, n, ex, seed++);
+    // awkward head dims (no multiple of 8, a tail) and MHA / MQA
+    for (auto [H, KH, D] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 4, 12}, {6, 1, 4}, {4, 2, 72}})
+      for (int64_t n : {1, 5, 16}) check_attention_rows(H, KH, D, 130, n, ex, seed++);
+  }
+}
+
+}  // namespace
