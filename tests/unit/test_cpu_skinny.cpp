@@ -153,4 +153,28 @@ TEST_P(Isa, AttentionRowsBitEqualOneRowCalls) {
   }
 }
 
+
+// The prefill softmax's exp: within a few ulps of exp, -inf gives 0, the sum
+// matches, and nothing past cnt is written (its rows are packed).
+TEST_P(Isa, ExpSumRowMatchesExpAndStaysInItsRow) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-30.0f, 0.0f);
+  const float poison = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t cnt : {1, 5, 8, 9, 16, 23, 130, 1031}) {
+    std::vector<float> s(size_t(cnt) + 9, poison);
+    std::vector<float> e_ref(static_cast<size_t>(cnt));
+    for (int64_t j = 0; j < cnt; ++j) s[j] = j % 7 == 3 ? -std::numeric_limits<float>::infinity() : u(rng);
+    const float m = -0.25f;
+    double want = 0.0;
+    for (int64_t j = 0; j < cnt; ++j) {
+      e_ref[j] = std::isinf(s[j]) ? 0.0f : float(std::exp(double(s[j]) - double(m)));
+      want += e_ref[j];
+    }
+    const float got = ops::cpu::exp_sum_row(s.data(), cnt, m);
+    for (int64_t j = 0; j < cnt; ++j) ASSERT_NEAR(s[j], e_ref[j], 4e-7f * e_ref[j] + 1e-30f) << "cnt " << cnt << " j " << j;
+    for (int64_t j = cnt; j < cnt + 9; ++j) ASSERT_TRUE(std::isnan(s[j])) << "wrote past the row at " << j;
+    EXPECT_NEAR(got, want, 1e-5 * want) << "cnt " << cnt;
+  }
+}
+
 }  // namespace

@@ -114,6 +114,13 @@ bool skinny_enabled() {
   return std::strcmp(kernels_env(), "blas") != 0 && !g_force_blas.load(std::memory_order_relaxed);
 }
 
+float exp_sum_row(float* s, int64_t cnt, float m) {
+#if TF_HAVE_AVX2_BUILD
+  if (use_avx2()) return avx2::exp_sum_row(s, cnt, m);
+#endif
+  return generic::exp_sum_row(s, cnt, m);
+}
+
 const char* skinny_isa() { return use_avx2() ? "avx2+fma" : "generic"; }
 
 void force_generic_kernels(bool on) { g_force_generic.store(on, std::memory_order_relaxed); }

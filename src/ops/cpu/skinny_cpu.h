@@ -43,6 +43,11 @@ void linear_skinny(const float* x, int64_t n, int64_t in, const float* w, int64_
 void attention_skinny(const float* q, const int32_t* q_positions, int64_t n, const KVView& kv, float* out,
                       const AttentionParams& p);
 
+// s[j] = exp(s[j] - m) for j < cnt (-inf gives 0), returning their sum: the
+// prefill attention's softmax rows, vectorised where the kernels are (the
+// order of the sum is the lanes', which prefill is free to use).
+float exp_sum_row(float* s, int64_t cnt, float m);
+
 // False when TRIFORCE_CPU_KERNELS=blas: every linear and attention then goes
 // to BLAS as before these kernels (sgemv for one row, sgemm for more): a
 // measurement knob for A/B runs in one binary, not batch-invariant.
