@@ -8,24 +8,6 @@
 
 namespace tf {
 
-int64_t argmax_lowest(const float* x, int64_t n) {
-  // The plain `if (x[i] > x[best])` scan is one dependent compare per element
-  // (~30 us for a 32K vocabulary, several times per speculative step): find the
-  // largest value with 8 independent running maxima instead, then its first index.
-  if (n <= 0 || std::isnan(x[0])) return 0;
-  float m[8];
-  for (int k = 0; k < 8; ++k) m[k] = x[0];
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) m[k] = x[i + k] > m[k] ? x[i + k] : m[k];
-  float best = m[0];
-  for (int k = 1; k < 8; ++k) best = m[k] > best ? m[k] : best;
-  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
-  for (int64_t j = 0; j < n; ++j)
-    if (x[j] == best) return j;
-  return 0;
-}
-
 namespace {
 
 // The largest value (NaNs skipped unless x[0] is one), in 8 independent chains.
@@ -42,6 +24,17 @@ float max_value(const float* x, int64_t n) {
 }
 
 }  // namespace
+
+int64_t argmax_lowest(const float* x, int64_t n) {
+  // The plain `if (x[i] > x[best])` scan is one dependent compare per element
+  // (~30 us for a 32K vocabulary, several times per speculative step): find the
+  // largest value with 8 independent running maxima instead, then its first index.
+  if (n <= 0 || std::isnan(x[0])) return 0;
+  const float best = max_value(x, n);
+  for (int64_t j = 0; j < n; ++j)
+    if (x[j] == best) return j;
+  return 0;
+}
 
 void RowSampler::reference(const float* logits, int64_t vocab, const SamplingParams& sp, float* probs) {
   // The op is the single definition of temperature + top-p (HF TopPLogitsWarper
