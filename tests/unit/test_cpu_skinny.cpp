@@ -15,17 +15,13 @@
 
 #include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
+#include "random_tensor.h"
 
 using namespace tf;
 
 namespace {
 
-Tensor randn(std::vector<int64_t> shape, std::mt19937& rng, float s = 1.0f) {
-  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
-  std::normal_distribution<float> nd(0.0f, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = nd(rng);
-  return t;
-}
+using tf::testing::randn;
 
 Tensor nan_filled(std::vector<int64_t> shape) {
   Tensor t = Tensor::cpu(DType::F32, std::move(shape));
@@ -104,7 +100,7 @@ TEST_P(Isa, LinearBitsDoNotDependOnThreads) {
 // past + r + 1), with identity positions or explicit ones (a streaming cache).
 void check_attention_rows(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t n, bool explicit_positions,
                           uint32_t seed) {
-  SCOPED_TRACE(testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
+  SCOPED_TRACE(::testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
                                   << " explicit=" << explicit_positions);
   std::mt19937 rng(seed);
   const int64_t cap = past + n + 5, L = past + n;

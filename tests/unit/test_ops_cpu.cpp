@@ -8,17 +8,13 @@
 #include <vector>
 
 #include "ops/ops.h"
+#include "random_tensor.h"
 
 using namespace tf;
 
 namespace {
 
-Tensor randn(std::vector<int64_t> shape, std::mt19937& rng, float s = 1.0f) {
-  Tensor t = Tensor::cpu(DType::F32, std::move(shape));
-  std::normal_distribution<float> nd(0.0f, s);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = nd(rng);
-  return t;
-}
+using tf::testing::randn;
 
 Tensor i32(const std::vector<int32_t>& v) {
   Tensor t = Tensor::cpu(DType::I32, {int64_t(v.size())});
@@ -221,7 +217,7 @@ void run_attention_case(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t 
   p.row_block = row_block;
   ops::attention(q, i32(qpos), kv, out, p);
   auto ref = naive_attention(q, qpos, K, V, kpos, H, KH, D, cap);
-  SCOPED_TRACE(testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
+  SCOPED_TRACE(::testing::Message() << "H=" << H << " KH=" << KH << " D=" << D << " past=" << past << " n=" << n
                                   << " identity=" << identity);
   expect_close(out, ref, 2e-5, "attention");
 }
