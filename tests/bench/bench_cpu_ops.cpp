@@ -92,40 +92,10 @@ BENCHMARK(BM_SkinnyLinear<LinearImpl::kOps>)->Name("BM_SkinnyLinear/ops")->Apply
 BENCHMARK(BM_SkinnyLinear<LinearImpl::kSgemv>)->Name("BM_SkinnyLinear/sgemv")->Apply(skinny_shapes)->UseRealTime();
 BENCHMARK(BM_SkinnyLinear<LinearImpl::kSgemm>)->Name("BM_SkinnyLinear/sgemm")->Apply(skinny_shapes)->UseRealTime();
 
-// One decode query (9 heads / 3 KV heads, head_dim 64) over a KV of `len` tokens.
-void BM_AttentionDecode(benchmark::State& state) {
-  const int64_t len = state.range(0), heads = 9, kvh = 3, hd = 64;
-  auto k = random_tensor({kvh, len, hd}, 3), v = random_tensor({kvh, len, hd}, 4);
-  auto q = random_tensor({1, heads, hd}, 5);
-  auto qpos = tf::Tensor::cpu(tf::DType::I32, {1});
-  qpos.ptr<int32_t>()[0] = int32_t(len - 1);
-  auto out = tf::Tensor::cpu(tf::DType::F32, {1, heads, hd});
-  tf::ops::KVView view;
-  view.k = k.ptr<float>();
-  view.v = v.ptr<float>();
-  view.length = len;
-  view.head_stride = len * hd;
-  view.token_stride = hd;
-  view.num_kv_heads = kvh;
-  view.head_dim = hd;
-  tf::ops::AttentionParams p;
-  p.num_heads = heads;
-  p.num_kv_heads = kvh;
-  p.head_dim = hd;
-  for (auto _ : state) {
-    tf::ops::attention(q, qpos, view, out, p);
-    benchmark::DoNotOptimize(out.data);
-  }
-  state.SetBytesProcessed(state.iterations() * 2 * kvh * len * hd * 4);
-}
-BENCHMARK(BM_AttentionDecode)->Arg(1024)->Arg(8192)->Arg(65536);
-
-// A verification's attention: `rows` queries at the newest positions of a KV
-// of `len` tokens, SmolLM2's heads (9 / 3 KV heads, head_dim 64); kernels 1:
-// the skinny kernel, 0: the BLAS attention it replaced.
-void BM_AttentionRows(benchmark::State& state) {
-  const int64_t len = state.range(0), n = state.range(1), heads = 9, kvh = 3, hd = 64;
-  tf::ops::cpu::force_blas_kernels(state.range(2) == 0);
+// `n` queries at the newest positions of a KV of `len` tokens, SmolLM2's heads
+// (9 / 3 KV heads, head_dim 64), timed through ops::attention.
+void run_attention(benchmark::State& state, int64_t len, int64_t n) {
+  const int64_t heads = 9, kvh = 3, hd = 64;
   auto k = random_tensor({kvh, len, hd}, 3), v = random_tensor({kvh, len, hd}, 4);
   auto q = random_tensor({n, heads, hd}, 5);
   auto qpos = tf::Tensor::cpu(tf::DType::I32, {n});
@@ -147,8 +117,19 @@ void BM_AttentionRows(benchmark::State& state) {
     tf::ops::attention(q, qpos, view, out, p);
     benchmark::DoNotOptimize(out.data);
   }
-  tf::ops::cpu::force_blas_kernels(false);
   state.SetBytesProcessed(state.iterations() * 2 * kvh * len * hd * 4);
+}
+
+// One decode query over a KV of `len` tokens.
+void BM_AttentionDecode(benchmark::State& state) { run_attention(state, state.range(0), 1); }
+BENCHMARK(BM_AttentionDecode)->Arg(1024)->Arg(8192)->Arg(65536);
+
+// A verification's attention: `rows` queries; kernels 1: the skinny kernel,
+// 0: the BLAS attention it replaced.
+void BM_AttentionRows(benchmark::State& state) {
+  tf::ops::cpu::force_blas_kernels(state.range(2) == 0);
+  run_attention(state, state.range(0), state.range(1));
+  tf::ops::cpu::force_blas_kernels(false);
   state.SetLabel(state.range(2) ? tf::ops::cpu::skinny_isa() : "blas");
 }
 BENCHMARK(BM_AttentionRows)
