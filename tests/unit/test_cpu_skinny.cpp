@@ -114,15 +114,7 @@ void check_attention_rows(int64_t H, int64_t KH, int64_t D, int64_t past, int64_
   Tensor q = randn({n, H, D}, rng), out = nan_filled({n, H, D});
   Tensor qp = Tensor::cpu(DType::I32, {n});
   for (int64_t i = 0; i < n; ++i) qp.ptr<int32_t>()[i] = kpos[size_t(past + i)];
-  ops::KVView kv;
-  kv.k = K.data();
-  kv.v = V.data();
-  kv.length = L;
-  kv.head_stride = cap * D;
-  kv.token_stride = D;
-  kv.positions = explicit_positions ? kpos.data() : nullptr;
-  kv.num_kv_heads = KH;
-  kv.head_dim = D;
+  const ops::KVView kv = tf::testing::head_major_kv(K.data(), V.data(), L, cap, KH, D, explicit_positions ? kpos.data() : nullptr);
   ops::AttentionParams p;
   p.num_heads = H;
   p.num_kv_heads = KH;

@@ -201,15 +201,7 @@ void run_attention_case(int64_t H, int64_t KH, int64_t D, int64_t past, int64_t 
   for (int64_t i = 0; i < n; ++i) qpos[size_t(i)] = kpos[size_t(past + i)];
   Tensor q = randn({n, H, D}, rng), out = Tensor::cpu(DType::F32, {n, H, D});
   std::fill(out.ptr<float>(), out.ptr<float>() + out.numel(), std::nanf(""));  // every row must be written
-  ops::KVView kv;
-  kv.k = K.data();
-  kv.v = V.data();
-  kv.length = L;
-  kv.head_stride = cap * D;
-  kv.token_stride = D;
-  kv.positions = identity ? nullptr : kpos.data();
-  kv.num_kv_heads = KH;
-  kv.head_dim = D;
+  const ops::KVView kv = tf::testing::head_major_kv(K.data(), V.data(), L, cap, KH, D, identity ? nullptr : kpos.data());
   ops::AttentionParams p;
   p.num_heads = H;
   p.num_kv_heads = KH;
