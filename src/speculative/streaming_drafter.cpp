@@ -23,9 +23,9 @@ void StreamingDrafter::reset() {
   evicted_ = 0;
 }
 
-Tensor StreamingDrafter::forward(const std::vector<int32_t>& tokens, int64_t true_pos) {
+Tensor StreamingDrafter::forward(const std::vector<int32_t>& tokens, int64_t true_pos, int64_t n_out) {
   ++forwards_;
-  return model_->forward(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), 1);
+  return model_->forward(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), n_out);
 }
 
 int32_t StreamingDrafter::forward_greedy(const std::vector<int32_t>& tokens, int64_t true_pos) {
@@ -53,7 +53,9 @@ void StreamingDrafter::absorb_chunks(const std::vector<int32_t>& context, size_t
     const size_t n = std::min(upto - absorbed_.size(), size_t(cache_.window()));
     std::vector<int32_t> chunk(context.begin() + int64_t(absorbed_.size()),
                                context.begin() + int64_t(absorbed_.size() + n));
-    forward(chunk, int64_t(absorbed_.size()));
+    // No logits row: nothing reads it, and it cost a copy back and a wait per
+    // chunk (per top step for the newly committed tokens). The K/V are the same.
+    forward(chunk, int64_t(absorbed_.size()), 0);
     absorbed_.insert(absorbed_.end(), chunk.begin(), chunk.end());
     evicted_ += cache_.evict();
     base_len_ = cache_.cache().length();

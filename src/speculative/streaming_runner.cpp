@@ -46,7 +46,8 @@ void StreamingRunner::absorb(const std::vector<int32_t>& context) {
     const size_t n = std::min(target - committed_.size(), size_t(cache_.window()));
     std::vector<int32_t> chunk(context.begin() + int64_t(committed_.size()),
                                context.begin() + int64_t(committed_.size() + n));
-    model_->forward(chunk, cache_.next_positions(int64_t(n), int64_t(committed_.size())), c, 1);
+    // No logits row (nothing reads it; the K/V are the same): no copy back or wait per absorbed chunk.
+    model_->forward(chunk, cache_.next_positions(int64_t(n), int64_t(committed_.size())), c, 0);
     committed_.insert(committed_.end(), chunk.begin(), chunk.end());
     evicted_ += cache_.evict();
     base_len_ = c.length();
