@@ -51,7 +51,14 @@ int blocks_for(int64_t count) {
   return int(b < 65535 * 8 ? (b > 0 ? b : 1) : 65535 * 8);
 }
 
+__global__ void set_i32_kernel(int32_t* p, int32_t value) { *p = value; }
+
 }  // namespace
+
+void set_i32(int32_t* p, int32_t value, cudaStream_t stream) {
+  set_i32_kernel<<<1, 1, 0, stream>>>(p, value);
+  CUDA_CHECK_LAUNCH();
+}
 
 void add_inplace(const AddParams& p, cudaStream_t stream) {
   if (p.count == 0) return;

@@ -19,6 +19,11 @@ struct AddParams {
 // residual += x in fp32, rounded once.
 void add_inplace(const AddParams& p, cudaStream_t stream = nullptr);
 
+// *p = value in stream order. The value travels as a kernel argument, so the
+// host neither waits nor keeps a buffer alive (a KV cache's device length:
+// a copy from the host would wait for the stream, one per step).
+void set_i32(int32_t* p, int32_t value, cudaStream_t stream = nullptr);
+
 struct KvWriteParams {
   void* k_cache = nullptr;      // one layer: [kv_heads, capacity, head_dim]
   void* v_cache = nullptr;

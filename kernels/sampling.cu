@@ -1,4 +1,5 @@
 #include "common.cuh"
+#include "pdl.cuh"
 #include "core/philox.h"
 #include "sampling.cuh"
 
@@ -7,18 +8,24 @@ namespace {
 
 constexpr int kThreads = 1024;
 
-__global__ void argmax_kernel(const float* __restrict__ x, int32_t* __restrict__ out, int64_t vocab) {
-  const float* r = x + int64_t(blockIdx.x) * vocab;
+__global__ void argmax_kernel(ArgmaxParams p) {
+  pdl_wait();  // reads only the previous kernels' output (the logits)
+  const int64_t vocab = p.vocab;
+  const float* r = p.x + int64_t(blockIdx.x) * vocab;
+  // Each thread: the lowest of its indices among the maxima of its non-NaN
+  // entries (a strictly larger value replaces; -inf is taken only while
+  // nothing is held; NaN never compares true).
   float best = -INFINITY;
   int64_t bi = vocab;  // "none yet"
   for (int64_t i = threadIdx.x; i < vocab; i += blockDim.x) {
     const float v = r[i];
-    if (v > best || (bi == vocab && v == best)) {  // first strictly larger; -inf only if nothing else
+    if (v > best || (bi == vocab && v == best)) {
       best = v;
       bi = i;
     }
   }
-  // Reduce (value desc, index asc) across the block.
+  // Reduce (value desc, index asc) across the block: the lowest index of the
+  // row's maxima, whatever the thread count or order.
   __shared__ float sv[kThreads / 32];
   __shared__ int64_t si[kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -36,14 +43,31 @@ __global__ void argmax_kernel(const float* __restrict__ x, int32_t* __restrict__
     si[warp] = bi;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < int(blockDim.x >> 5); ++w)
-      if (sv[w] > best || (sv[w] == best && si[w] < bi)) {
-        best = sv[w];
-        bi = si[w];
-      }
-    out[blockIdx.x] = bi == vocab ? 0 : int32_t(bi);
+  pdl_trigger();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < int(blockDim.x >> 5); ++w)
+    if (sv[w] > best || (sv[w] == best && si[w] < bi)) {
+      best = sv[w];
+      bi = si[w];
+    }
+  int64_t id;
+  if (!p.ids) {
+    // argmax_lowest: a NaN first entry wins (its scan starts from it); else bi
+    // (never "none": entry 0 is not NaN).
+    id = isnan(r[0]) || bi == vocab ? 0 : bi;
+  } else if (p.ids[0] == 0 && isnan(r[0])) {
+    id = 0;  // the full row's entry 0 is that NaN
+  } else if (bi == vocab) {
+    // Every held logit is NaN: the maximum of the full row is the -inf of the
+    // first id outside the set (there is one, or entry 0 was NaN above).
+    id = p.first_missing < p.full_vocab ? p.first_missing : 0;
+  } else if (best > -INFINITY) {
+    id = p.ids[bi];  // ids ascend, so the lowest held index is the lowest id
+  } else {
+    // The maximum is -inf: the lowest id holding -inf, held or not.
+    id = min(int64_t(p.ids[bi]), p.first_missing);
   }
+  p.out[blockIdx.x] = int32_t(id);
 }
 
 // One block per row; thread t owns the contiguous chunk [t*c, (t+1)*c).
@@ -110,8 +134,9 @@ __global__ void sample_kernel(const float* __restrict__ probs, int32_t* __restri
 void argmax(const ArgmaxParams& p, cudaStream_t stream) {
   if (p.n == 0) return;
   TF_CHECK(p.x && p.out && p.vocab > 0, "cuda::argmax: bad params");
-  argmax_kernel<<<unsigned(p.n), kThreads, 0, stream>>>(p.x, p.out, p.vocab);
-  CUDA_CHECK_LAUNCH();
+  TF_CHECK(!p.ids || (p.full_vocab >= p.vocab && p.first_missing >= 0 && p.first_missing <= p.full_vocab),
+           "cuda::argmax: a reduced vocabulary of " << p.vocab << " ids needs its full vocabulary");
+  launch_step(argmax_kernel, dim3(unsigned(p.n)), dim3(kThreads), 0, stream, p);
 }
 
 void sample(const SampleParams& p, cudaStream_t stream) {

@@ -110,6 +110,39 @@ void stream_synchronize() {
 #endif
 }
 
+struct StreamMark::State {
+  void* event = nullptr;  // cudaEvent_t, made on the first record
+  bool recorded = false;
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+#ifdef TRIFORCE_HAVE_CUDA
+    if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+#endif
+  }
+};
+
+StreamMark::StreamMark() : s_(std::make_shared<State>()) {}
+
+void StreamMark::record() {
+#ifdef TRIFORCE_HAVE_CUDA
+  if (!s_->event) {
+    cudaEvent_t e = nullptr;
+    cuda_ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    s_->event = e;
+  }
+  cuda_ok(cudaEventRecord(static_cast<cudaEvent_t>(s_->event), cuda::compute_stream()), "cudaEventRecord");
+  s_->recorded = true;
+#endif
+}
+
+void StreamMark::wait() const {
+#ifdef TRIFORCE_HAVE_CUDA
+  if (s_->recorded) cuda_ok(cudaEventSynchronize(static_cast<cudaEvent_t>(s_->event)), "cudaEventSynchronize");
+#endif
+}
+
 Tensor pinned_tensor(DType dt, std::vector<int64_t> shape) {
 #ifdef TRIFORCE_HAVE_CUDA
   Tensor t;

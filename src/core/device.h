@@ -5,6 +5,7 @@
 // waits for the stream, so a host reader never sees a half-finished copy.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -28,6 +29,22 @@ Tensor pinned_tensor(DType dt, std::vector<int64_t> shape);
 void copy_bytes_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 // Waits for the compute stream (no-op on CPU builds).
 void stream_synchronize();
+// A point of the compute stream the host can wait for (a CUDA event): lets
+// the host refill a pinned buffer that an async copy reads, once that copy
+// has run, instead of blocking on the copy itself. Copies of a StreamMark
+// share its state (as copies of its owner share that owner's buffers): a wait
+// through any of them waits for the last record through any. The event is
+// made on the first record(), so a mark that is never recorded (a CPU model)
+// touches no device. No-op without CUDA.
+class StreamMark {
+ public:
+  StreamMark();
+  void record();      // the stream's current end (never inside a graph capture)
+  void wait() const;  // until the stream has passed the last record(); at once if none
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
 // Waits for every queued device op (no-op on CPU builds).
 void device_synchronize();
 // Bytes free and total on the current CUDA device (0, 0 without CUDA).

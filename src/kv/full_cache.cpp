@@ -113,8 +113,12 @@ void* FullKVCache::home_v(int64_t layer) const {
 
 void FullKVCache::sync_device_length() {
   if (device_ != Device::CUDA) return;
-  const int32_t len = int32_t(length_);
-  copy_bytes(dlen_.data, Device::CUDA, &len, Device::CPU, sizeof(len));
+#ifdef TRIFORCE_HAVE_CUDA
+  // A one-thread kernel on the compute stream, ordered like the blocking copy
+  // it replaces but without its stream sync: a step's append and a rollback's
+  // truncate (and a StreamingLLM eviction's four) no longer wait for the device.
+  cuda::set_i32(dlen_.ptr<int32_t>(), int32_t(length_), cuda::compute_stream());
+#endif
 }
 
 Tensor FullKVCache::layer_k(int64_t layer) const {
@@ -186,8 +190,8 @@ void FullKVCache::write_at(int64_t layer, const Tensor& slots, const Tensor& k, 
 void FullKVCache::truncate(int64_t n) {
   TF_CHECK(n >= 0 && n <= length_, "KV cache: cannot truncate to " << n << " (length " << length_ << ")");
   // The runners truncate to the common prefix before every forward, and most
-  // of those calls keep the length: on CUDA each upload is a copy and a
-  // stream sync, so an unchanged length is not uploaded again.
+  // of those calls keep the length: on CUDA each upload is a launch, so an
+  // unchanged length is not uploaded again.
   if (n == length_) return;
   length_ = n;
   sync_device_length();

@@ -102,6 +102,14 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     prefill_ = prefill_options_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
+    // Greedy ids on the device need the whole vocabulary's argmax on this rank:
+    // a reduced vocabulary's maps to token ids there; a vocab-parallel slice's would not.
+    greedy_on_device_ = w_.lm_head.dim(0) == cfg_.vocab_size || !w_.head_ids.empty();
+    if (greedy_on_device_) {
+      dids_ = empty_tensor(device_, DType::I32, {C});
+      ids_host_ = pinned_tensor(DType::I32, {std::min<int64_t>(C, kGraphMaxTokens)});
+      if (!w_.head_ids.empty()) head_argmax_ = ops::argmax_ids(w_.head_ids, cfg_.vocab_size, device_);
+    }
     graphs_on_ = g_cuda_graphs_default && (!comm_ || comm_->graph_capturable());
     pstep_unsupported_ = persistent_step_unsupported_for(cfg_, w_, dtype_);
   }
@@ -152,16 +160,16 @@ Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& toke
 
 namespace {
 int64_t g_forwarded = 0;  // every model of the process (forwards run on one thread)
+int64_t g_greedy_forwards = 0;
 }  // namespace
 
 int64_t LlamaModel::process_forwarded_tokens() { return g_forwarded; }
+int64_t LlamaModel::process_greedy_forwards() { return g_greedy_forwards; }
 
-Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
-                           FullKVCache& cache, int64_t n_out) {
+int64_t LlamaModel::check_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                                  const FullKVCache& cache, int64_t n_out) const {
   const int64_t n = int64_t(tokens.size());
   TF_CHECK(n > 0, "forward: no tokens");
-  forwarded_ += n;
-  g_forwarded += n;
   TF_CHECK(int64_t(positions.size()) == n,
            "forward: " << n << " tokens but " << positions.size() << " positions");
   if (n_out < 0) n_out = n;
@@ -177,11 +185,20 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   for (int64_t i = 0; i < n; ++i)
     TF_CHECK(tokens[size_t(i)] >= 0 && tokens[size_t(i)] < cfg_.vocab_size,
              "forward: token id " << tokens[size_t(i)] << " outside vocabulary of " << cfg_.vocab_size);
+  for (int64_t i = 0; i < n; ++i)
+    TF_CHECK(positions[i] >= 0 && positions[i] <= std::numeric_limits<int32_t>::max(),
+             "forward: position " << positions[i] << " out of range");
+  return n_out;
+}
+
+void LlamaModel::run_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                             FullKVCache& cache, int64_t n_out, RowsOut out) {
+  const int64_t n = int64_t(tokens.size());
+  forwarded_ += n;
+  g_forwarded += n;
   std::vector<int32_t> pos32(static_cast<size_t>(n));
   int64_t pmax = 0;
   for (int64_t i = 0; i < n; ++i) {
-    TF_CHECK(positions[i] >= 0 && positions[i] <= std::numeric_limits<int32_t>::max(),
-             "forward: position " << positions[i] << " out of range");
     pos32[size_t(i)] = int32_t(positions[i]);
     pmax = std::max(pmax, positions[i]);
   }
@@ -189,26 +206,59 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   const RopeTable& rope = rope_.update(pmax + 1);
 
   const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
-  // Every row is written below (by the chunks that reach out_from), so no zero fill.
-  Tensor logits = host_f32_unfilled(n_out, V);
   const int64_t start_len = cache.length();
-  const int64_t out_from = n - n_out;  // first token whose logits are returned
+  const int64_t out_from = n - n_out;  // first token whose row is returned
   try {
     for (int64_t c0 = 0; c0 < n; c0 += max_chunk_) {
       const int64_t m = std::min(max_chunk_, n - c0);
-      float* dst = nullptr;
-      int64_t from = 0;
+      RowsOut dst;
+      int64_t from = m;
       if (c0 + m > out_from) {
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
-        dst = logits.ptr<float>() + (c0 + from - out_from) * V;
+        const int64_t row = c0 + from - out_from;    // row of the call's output
+        if (out.ids) dst.ids = out.ids + row;
+        else dst.logits = out.logits + row * V;
       }
       const int64_t slot = stage_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope);
-      run_step(m, slot, cache, dst ? from : m, dst, c0 + m == n);
+      run_step(m, slot, cache, from, dst, c0 + m == n);
     }
   } catch (...) {
     cache.truncate(start_len);
     throw;
   }
+}
+
+void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
+                                std::vector<int32_t>& ids) {
+  std::vector<int64_t> pos(tokens.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = cache.length() + int64_t(i);
+  forward_greedy(tokens, pos, cache, n_out, ids);
+}
+
+void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                                FullKVCache& cache, int64_t n_out, std::vector<int32_t>& ids) {
+  TF_CHECK(greedy_on_device_, "forward_greedy: "
+                                  << (device_ == Device::CPU ? "a CPU model" : "a vocab-parallel lm_head shard")
+                                  << " takes its greedy ids from forward()'s logits");
+  TF_CHECK(!capture_q_, "forward_greedy: not inside forward_capturing_last_query");
+  n_out = check_forward(tokens, positions, cache, n_out);
+  ids.resize(size_t(n_out));
+  RowsOut out;
+  out.ids = ids.data();
+  run_forward(tokens, positions, cache, n_out, out);
+  ++greedy_forwards_;
+  ++g_greedy_forwards;
+}
+
+Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                           FullKVCache& cache, int64_t n_out) {
+  n_out = check_forward(tokens, positions, cache, n_out);
+  const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
+  // Every row is written by the chunks that reach it, so no zero fill.
+  Tensor logits = host_f32_unfilled(n_out, V);
+  RowsOut out;
+  out.logits = logits.ptr<float>();
+  run_forward(tokens, positions, cache, n_out, out);
   if (!w_.head_ids.empty()) {  // a draft's reduced vocabulary: q is 0 outside its K ids
     logits = expand_restricted_logits(logits, w_.head_ids, cfg_.vocab_size);
   } else if (V != cfg_.vocab_size) {  // vocab-parallel lm_head: every rank receives every rank's slice
@@ -229,6 +279,7 @@ void LlamaModel::stage_inputs(const int32_t* tokens, const int32_t* positions, i
 int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                                 const RopeTable& rope) {
   const int64_t half = cfg_.head_dim / 2;
+  staging_free_.wait();  // CUDA: the previous chunk's uploads have read the pinned rows written below
   std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
   Tensor cs = ops::slice_rows(cossin_, 0, n * half), sn = ops::slice_rows(cossin_, n * half, 2 * n * half);
   cs.shape = sn.shape = {n, half};
@@ -247,12 +298,12 @@ int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions,
   return slot;
 }
 
-void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, RowsOut out,
                           bool capture_last_row) {
   // Prefill-sized calls, the query-capturing prefill and offloaded caches
   // (their copies follow the host length) stay eager.
   if (!graphs_on_ || n > kGraphMaxTokens || n > max_chunk_ || capture_q_ || cache.offloaded())
-    return run_chunk(n, slot, cache, out_from, logits_out, capture_last_row, nullptr);
+    return run_chunk(n, slot, cache, out_from, out, capture_last_row, nullptr);
   GraphLaunch g;
   g.grid_slots = graph_grid_slots(cache.length(), cache.capacity());
   const size_t ws = ops::attention_workspace_bytes(n, w_.local_heads, cfg_.head_dim, g.grid_slots);
@@ -261,18 +312,26 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
     const size_t grown = std::max(ws, 2 * size_t(attn_ws_.bytes()));
     attn_ws_ = empty_tensor(device_, DType::F32, {int64_t((grown + 3) / 4)});
   }
-  const int64_t rows_out = logits_out && out_from < n ? n - out_from : 0;
+  const int64_t rows_out = out && out_from < n ? n - out_from : 0;
   const ops::KVView v0 = cache.view(0);
   StepGraphKey key;
-  key.n = n, key.rows_out = rows_out, key.grid_slots = g.grid_slots, key.capacity = cache.capacity();
+  key.n = n, key.rows_out = rows_out, key.ids = rows_out && out.ids, key.grid_slots = g.grid_slots;
+  key.capacity = cache.capacity();
   key.k = v0.dev_k, key.v = v0.dev_v, key.length = v0.dev_length, key.workspace = attn_ws_.data;
-  float* staged = rows_out ? logits_host_.ptr<float>() : nullptr;
+  RowsOut staged;  // pinned, so the graph's copy of the rows is a node that does not wait
+  if (key.ids) staged.ids = ids_host_.ptr<int32_t>();
+  else if (rows_out) staged.logits = logits_host_.ptr<float>();
   graphs_.run(key, [&] { run_chunk(n, slot, cache, rows_out ? out_from : n, staged, capture_last_row, &g); });
-  stream_synchronize();  // the logits, and the staging buffers free for the next step
-  if (rows_out) std::copy_n(staged, size_t(rows_out) * size_t(w_.lm_head.dim(0)), logits_out);
+  if (!rows_out) {  // nothing to read: the next stage_chunk waits for the replay's uploads, not this call
+    staging_free_.record();
+    return;
+  }
+  stream_synchronize();  // the rows (the call's one wait), and the staging free for the next step
+  if (key.ids) std::copy_n(staged.ids, size_t(rows_out), out.ids);
+  else std::copy_n(staged.logits, size_t(rows_out) * size_t(w_.lm_head.dim(0)), out.logits);
 }
 
-void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
+void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, RowsOut out,
                            bool capture_last_row, const GraphLaunch* g) {
   using ops::slice_rows;
   const bool cuda = device_ == Device::CUDA;
@@ -335,16 +394,18 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
 
   Tensor dcs, dsn, rows, qslots;
   if (cuda) {
-    // Inside a graph these copies are nodes reading the pinned staging at replay.
-    auto upload = g ? copy_bytes_async : copy_bytes;
-    upload(ints_.data, device_, ints_host_.data, Device::CPU, size_t(3 * n) * sizeof(int32_t));
-    upload(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    // Copies that do not wait, from the pinned staging: inside a graph they are
+    // nodes reading it at replay; eagerly the next stage_chunk waits for them
+    // (staging_free_) before it writes the staging again.
+    copy_bytes_async(ints_.data, device_, ints_host_.data, Device::CPU, size_t(3 * n) * sizeof(int32_t));
+    copy_bytes_async(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    if (!g) staging_free_.record();
     dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
   }
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
   // A small model's whole step as one launch (model/persistent_step.cpp), bit-identical to what follows.
-  if (cuda && persistent_applies(n, cache)) return run_persistent(n, cache, out_from, logits_out, g);
+  if (cuda && persistent_applies(n, cache)) return run_persistent(n, cache, out_from, out, g);
   // Programmatic dependent launch between the step's kernels (StepFusions::pdl),
   // from the embedding (after the input copies above) to the lm_head; never
   // for prefill-sized chunks, the query capture (a copy per layer) or an
@@ -357,7 +418,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   // (one-token steps always), the skinny GEMM's range, where a row's result
   // does not depend on the other rows; the fused RoPE + KV write needs the
   // cache's own storage (an offloaded layer is written at the host slot).
-  const bool want_logits = logits_out && out_from < n;
+  const bool want_logits = out && out_from < n;  // logits rows, or their argmax ids
   const bool stack_step = cuda && n <= qkv_.shape[0] && (n == 1 || fusions_.stacked_gemms);
   // A prefill chunk's stacked GEMMs (model/prefill_options.h) use their own
   // [max_chunk, ...] outputs; the step's stay [32, ...].
@@ -453,8 +514,9 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     const int64_t rows_out = n - out_from;
     const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
     if (!cuda) {
+      TF_CHECK(out.logits, "forward: greedy ids on the device of a CPU model");
       Tensor lg;
-      lg.data = logits_out;
+      lg.data = out.logits;
       lg.dtype = DType::F32;
       lg.shape = {rows_out, V};
       ops::linear(xo, w_.lm_head, lg);
@@ -467,11 +529,28 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       lg.shape = {m, V};
       Tensor xr = slice_rows(xo, r0, r0 + m);
       ops::linear(xr, w_.lm_head, lg);
-      if (g) copy_bytes_async(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
-      else copy_bytes(logits_out + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      if (out.ids) {
+        argmax_rows(r0, m);  // a step kernel: the next block's lm_head may overlap its tail
+        continue;
+      }
+      if (g) copy_bytes_async(out.logits + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
+      else copy_bytes(out.logits + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
       ops::step_launch_break();  // a copy is no kernel: the next block's lm_head launches normally
     }
+    if (out.ids) {  // the chunk's one copy back: rows_out int32
+      const size_t bytes = size_t(rows_out) * sizeof(int32_t);
+      if (g) copy_bytes_async(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);
+      else copy_bytes(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);
+      ops::step_launch_break();
+    }
   }
+}
+
+void LlamaModel::argmax_rows(int64_t r0, int64_t m) {
+  Tensor lg = dlogits_;
+  lg.shape = {m, w_.lm_head.dim(0)};
+  Tensor ids = ops::slice_rows(dids_, r0, r0 + m);
+  ops::argmax(lg, ids, head_argmax_.ids.data ? &head_argmax_ : nullptr);
 }
 
 std::vector<int32_t> greedy_generate(LlamaModel& model, const std::vector<int32_t>& prompt, int64_t n_new) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/tensor.h"
 #include "parallel/comm.h"
 #include "kv/full_cache.h"
@@ -74,6 +75,27 @@ class LlamaModel {
                  FullKVCache& cache, int64_t n_out = -1);
   // Positions cache.length() + i.
   Tensor forward(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out = -1);
+  // The T = 0 decision: ids[i] = argmax_lowest (gen/sampling.h) of row i of
+  // the logits forward(tokens, positions, cache, n_out) returns, the same id
+  // bit for bit (ops::argmax's rule; a reduced vocabulary's row as expanded).
+  // Only where greedy_on_device(): the argmax runs on the device after the
+  // lm_head, inside the step's graph, and the n_out int32 ids are the one
+  // copy back (no logits row leaves the device). Elsewhere the caller takes
+  // forward() and scans its rows (speculative::Verifier::greedy_ids).
+  void forward_greedy(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions, FullKVCache& cache,
+                      int64_t n_out, std::vector<int32_t>& ids);
+  // Positions cache.length() + i.
+  void forward_greedy(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
+                      std::vector<int32_t>& ids);
+  // A CUDA model whose lm_head is the whole vocabulary on this rank (or a
+  // draft's reduced one): forward() then needs no collective past the layers,
+  // so forward_greedy's forward is the same call on every rank. A
+  // vocab-parallel shard all-gathers its logits; it keeps forward().
+  bool greedy_on_device() const { return greedy_on_device_; }
+  // forward_greedy calls of this model, and of every model of this process
+  // (tests check that a greedy run really took the device path).
+  int64_t greedy_forwards() const { return greedy_forwards_; }
+  static int64_t process_greedy_forwards();
   // forward() that also hands back the post-RoPE query of the call's last token
   // per layer ([layers][heads * head_dim]): what the retrieval cache scores its
   // chunks against, taken from the one forward that computes it anyway.
@@ -91,21 +113,36 @@ class LlamaModel {
   struct GraphLaunch {
     int64_t grid_slots = 0;
   };
+  // Where a chunk's output rows [out_from, n) go: host f32 logits rows
+  // [., lm_head rows], or (CUDA) one argmax id per row, taken on the device;
+  // neither: the chunk has no output.
+  struct RowsOut {
+    float* logits = nullptr;
+    int32_t* ids = nullptr;
+    explicit operator bool() const { return logits || ids; }
+  };
+  // forward()'s checks; returns n_out resolved (-1: all tokens).
+  int64_t check_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                        const FullKVCache& cache, int64_t n_out) const;
+  // The chunks of a checked call; rows of the last n_out tokens to `out`.
+  void run_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions, FullKVCache& cache,
+                   int64_t n_out, RowsOut out);
+  // CUDA: the lm_head rows [r0, r0 + m) of the chunk are in dlogits_; their ids to dids_[r0 ..].
+  void argmax_rows(int64_t r0, int64_t m);
   // Host half of a chunk: the rope rows (on the host, as transformers computes
   // them), the slot claim, and the inputs staged for the device. Returns the first slot.
   int64_t stage_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                       const RopeTable& rope);
   // A staged chunk, eagerly or as a CUDA graph step.
-  void run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
-                bool capture_last_row);
+  void run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, RowsOut out, bool capture_last_row);
   // Device half: every launch of the chunk (what a graph captures). With g,
-  // logits go to logits_out without waiting (pinned memory, read after a sync).
-  void run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, float* logits_out,
-                 bool capture_last_row, const GraphLaunch* g);
+  // the rows go to `out` without waiting (pinned memory, read after a sync).
+  void run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t out_from, RowsOut out, bool capture_last_row,
+                 const GraphLaunch* g);
   // The persistent step (model/persistent_step.cpp): whether this chunk takes
   // it, and the chunk as one launch (inputs already uploaded).
   bool persistent_applies(int64_t n, const FullKVCache& cache) const;
-  void run_persistent(int64_t n, FullKVCache& cache, int64_t out_from, float* logits_out, const GraphLaunch* g);
+  void run_persistent(int64_t n, FullKVCache& cache, int64_t out_from, RowsOut out, const GraphLaunch* g);
 
   std::vector<std::vector<float>>* capture_q_ = nullptr;  // set only inside forward_capturing_last_query
   Tensor qcap_;  // CUDA: the captured query rows [layers, heads * head_dim] in dtype_, made on first use
@@ -114,6 +151,7 @@ class LlamaModel {
   parallel::Communicator* comm_ = nullptr;
   int64_t max_chunk_;
   int64_t forwarded_ = 0;
+  int64_t greedy_forwards_ = 0;
   KVOffloadOptions offload_;
   Rope rope_;
   void stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
@@ -130,6 +168,15 @@ class LlamaModel {
   // copy), the constant rows 0..C-1, the rope rows, f32 logits rows, and the
   // outputs of the stacked q/k/v and gate/up GEMMs (steps of <= 32 tokens)
   Tensor ints_host_, ints_, rows_, dcossin_, dlogits_, qkv_, gu_;
+  // CUDA greedy (forward_greedy): the argmax ids of a chunk's rows [max_chunk]
+  // on the device, a graph step's pinned copy of them, and a reduced
+  // vocabulary's ids for the argmax (empty for a whole-vocabulary head)
+  bool greedy_on_device_ = false;
+  // CUDA: passed by the stream once the last chunk's uploads have read the
+  // pinned staging (ints_host_, cossin_), which stage_chunk then refills
+  StreamMark staging_free_;
+  Tensor dids_, ids_host_;
+  ops::ArgmaxIds head_argmax_;
   StepFusions fusions_;
   // CUDA prefill: the options, and the stacked GEMMs' [max_chunk, ...] outputs (made on first use)
   PrefillOptions prefill_;

@@ -45,7 +45,7 @@ bool LlamaModel::persistent_applies(int64_t n, const FullKVCache& cache) const {
          n <= kPersistentMaxTokens && n <= qkv_.shape[0] && !capture_q_ && !cache.offloaded() && !proj32_.data;
 }
 
-void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from, float* logits_out,
+void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from, RowsOut out,
                                 const GraphLaunch* g) {
   static_assert(kPersistentMaxTokens == cuda::kPersistentMaxTokens, "one bound for the model and the kernel");
   const int64_t H = w_.local_heads, KH = w_.local_kv_heads, D = cfg_.head_dim, half = D / 2;
@@ -103,7 +103,7 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
   p.vocab_rows = w_.lm_head.dim(0);
   p.eps = float(cfg_.rms_norm_eps);
   p.n = int(n);
-  p.out_from = logits_out ? int(out_from) : int(n);
+  p.out_from = out ? int(out_from) : int(n);
   p.tokens = ints_.ptr<int32_t>();
   // RoPE + KV write exactly as ops::rope_qkv_to_cache sets it up in run_chunk.
   cuda::RopeQkvParams& r = p.rope;
@@ -141,9 +141,16 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
       lg.shape = {n - out_from, V};
       ops::linear(xo, w_.lm_head, lg);
     }
+    if (out.ids) {  // the rows' argmax on the device: only the ids come back
+      argmax_rows(0, n - out_from);
+      const size_t bytes = size_t(n - out_from) * sizeof(int32_t);
+      if (g) copy_bytes_async(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);
+      else copy_bytes(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);
+      return;
+    }
     const size_t bytes = size_t(n - out_from) * size_t(V) * sizeof(float);
-    if (g) copy_bytes_async(logits_out, Device::CPU, dlogits_.data, Device::CUDA, bytes);
-    else copy_bytes(logits_out, Device::CPU, dlogits_.data, Device::CUDA, bytes);
+    if (g) copy_bytes_async(out.logits, Device::CPU, dlogits_.data, Device::CUDA, bytes);
+    else copy_bytes(out.logits, Device::CPU, dlogits_.data, Device::CUDA, bytes);
   }
 }
 
@@ -153,7 +160,7 @@ std::string persistent_step_unsupported_for(const ModelConfig&, const LlamaWeigh
   return "built without CUDA";
 }
 bool LlamaModel::persistent_applies(int64_t, const FullKVCache&) const { return false; }
-void LlamaModel::run_persistent(int64_t, FullKVCache&, int64_t, float*, const GraphLaunch*) {
+void LlamaModel::run_persistent(int64_t, FullKVCache&, int64_t, RowsOut, const GraphLaunch*) {
   TF_FAIL("persistent step: built without CUDA");
 }
 

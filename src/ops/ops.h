@@ -9,6 +9,7 @@
 // [n, heads, head_dim] (contiguous). On CUDA, linear may write f32 y (logits).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -171,8 +172,20 @@ struct SoftmaxParams {
   int64_t min_tokens_to_keep = 1;
 };
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
-// Index of the largest value of each row (first one on ties). x f32 [n, vocab]; out i32 [n].
-void argmax(const Tensor& x, Tensor& out);
+// The greedy pick of each row, tf::argmax_lowest's rule (gen/sampling.h): 0
+// when the row's entry 0 is NaN, else the lowest index among the maxima of its
+// non-NaN entries (compared with ==). x f32 [n, vocab]; out i32 [n] on x's device.
+// With `ids` (a draft's reduced vocabulary, model/draft_vocab.h), x's column j
+// holds token ids.ids[j] of a full_vocab-token row that is -inf elsewhere, and
+// out is the rule applied to those full rows, which are never built.
+struct ArgmaxIds {
+  Tensor ids;                 // i32 [vocab of x], strictly increasing, on x's device
+  int64_t full_vocab = 0;
+  int64_t first_missing = 0;  // the lowest token of [0, full_vocab) not in ids (full_vocab: none)
+};
+// ArgmaxIds for `ids` on `dev` (an upload on CUDA; first_missing computed here).
+ArgmaxIds argmax_ids(const std::vector<int32_t>& ids, int64_t full_vocab, Device dev);
+void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids = nullptr);
 
 // ---- launch overlap in a decode step (programmatic dependent launch) ----
 // While a StepLaunchOverlap made with on = true lives, the CUDA step kernels

@@ -63,6 +63,11 @@ Tensor DrivenLevel::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   return local_->logits(seq, n_out);
 }
 
+void DrivenLevel::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
+  driver_->queue(StepOp{Op::logits, id_, {n_out}, seq});
+  local_->greedy_ids(seq, n_out, ids);
+}
+
 void DrivenLevel::sync(const std::vector<int32_t>& context) {
   driver_->queue(StepOp{Op::sync, id_, {}, context});
   local_->sync(context);

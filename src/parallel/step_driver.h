@@ -41,6 +41,10 @@ class DrivenLevel : public TargetLevel {
   ~DrivenLevel() override;
   int64_t vocab() const override { return local_->vocab(); }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
+  // The workers run the same `logits` op (their forward and its collectives
+  // are the same call); rank 0's level takes the ids as it can (on a
+  // vocab-parallel shard: from the all-gathered logits).
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   void begin(const std::vector<int32_t>& prompt) override;

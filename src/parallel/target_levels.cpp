@@ -25,6 +25,9 @@ class FullLevel : public TargetLevel {
   FullLevel(LlamaModel& m, FullKVCache cache, const std::vector<int32_t>& tokens) : r_(m, std::move(cache), tokens) {}
   int64_t vocab() const override { return r_.vocab(); }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
+    r_.greedy_ids(seq, n_out, ids);
+  }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }
   void begin(const std::vector<int32_t>& prompt) override { r_.begin(prompt); }
@@ -44,6 +47,9 @@ class RetrievalLevel : public TargetLevel {
   RetrievalLevel(LlamaModel& m, const RetrievalOptions& opt, int64_t tail) : r_(m, opt, tail) {}
   int64_t vocab() const override { return r_.vocab(); }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
+    r_.greedy_ids(seq, n_out, ids);
+  }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }
   void begin(const std::vector<int32_t>& prompt) override { r_.begin(prompt); }
@@ -68,6 +74,9 @@ class StreamingLevel : public TargetLevel {
   StreamingLevel(LlamaModel& m, int64_t sink, int64_t window, int64_t max_tail) : r_(m, sink, window, max_tail) {}
   int64_t vocab() const override { return r_.vocab(); }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
+    r_.greedy_ids(seq, n_out, ids);
+  }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }
   void begin(const std::vector<int32_t>& prompt) override { r_.begin(prompt); }

@@ -53,20 +53,21 @@ void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Prop
   const int64_t g = int64_t(sub.tokens.size());
   const size_t n_ctx = context.size();
   context.insert(context.end(), sub.tokens.begin(), sub.tokens.end());
-  Tensor lg = run.logits(context, g + 1);
-  context.resize(n_ctx);
   const bool top = level == levels() - 1;
   if (sp.greedy()) {
     // T = 0 needs only each row's argmax: no one-hot rows of the vocabulary are
     // built, copied upward or scanned again (three passes over V per row, a
-    // quarter of a 5-token verification of a 135M model on the GPU).
-    best_.resize(size_t(g + 1));
-    for (int64_t i = 0; i <= g; ++i) best_[size_t(i)] = int32_t(argmax_lowest(lg.ptr<float>() + i * V, V));
+    // quarter of a 5-token verification of a 135M model on the GPU), and on a
+    // CUDA level the argmax is the device's: g + 1 int32 come back, no logits.
+    run.greedy_ids(context, g + 1, best_);
+    context.resize(n_ctx);
     vr = opt_.simulate_acceptance.empty()
              ? verify_greedy(sub.tokens, best_)
              : verify_simulated_greedy(sub.tokens, best_, opt_.simulate_acceptance[size_t(level - 1)],
                                        sim_rng_[size_t(level)]);
   } else {
+    Tensor lg = run.logits(context, g + 1);
+    context.resize(n_ctx);
     if (p.size() < p_offset + size_t((g + 1) * V)) p.resize(p_offset + size_t((g + 1) * V));
     float* pl = p.data() + p_offset;
     if (opt_.simulate_acceptance.empty()) {

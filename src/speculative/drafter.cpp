@@ -55,7 +55,7 @@ void ModelRunner::sync(const std::vector<int32_t>& context) {
   cached_.commit(cached_.size());
 }
 
-Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+std::vector<int32_t> ModelRunner::prepare(const std::vector<int32_t>& seq, int64_t n_out) {
   TF_CHECK(n_out >= 1 && n_out <= int64_t(seq.size()), "ModelRunner: n_out " << n_out << " for " << seq.size()
                                                                               << " tokens");
   rollback_to(seq);
@@ -63,10 +63,31 @@ Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   const size_t keep = std::min(cached_.size(), seq.size() - size_t(n_out));
   cache_.truncate(int64_t(keep));
   cached_.truncate(keep);
-  std::vector<int32_t> fresh(seq.begin() + int64_t(keep), seq.end());
+  return std::vector<int32_t>(seq.begin() + int64_t(keep), seq.end());
+}
+
+Tensor ModelRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+  std::vector<int32_t> fresh = prepare(seq, n_out);
   Tensor out = model_->forward(fresh, cache_, n_out);
   cached_.append(fresh.begin(), fresh.end());
   return out;
+}
+
+void ModelRunner::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
+  if (!model_->greedy_on_device()) return Verifier::greedy_ids(seq, n_out, ids);
+  std::vector<int32_t> fresh = prepare(seq, n_out);
+  model_->forward_greedy(fresh, cache_, n_out, ids);
+  cached_.append(fresh.begin(), fresh.end());
+}
+
+void Verifier::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
+  host_greedy_ids(logits(seq, n_out), ids);
+}
+
+void host_greedy_ids(const Tensor& logits, std::vector<int32_t>& ids) {
+  const int64_t n = logits.dim(0), V = logits.dim(1);
+  ids.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(argmax_lowest(logits.ptr<float>() + i * V, V));
 }
 
 void sync_mirror(TokenMirror& seq, const std::vector<int32_t>& context) {
@@ -88,9 +109,16 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
   if (!sp.greedy()) pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
   seq.truncate(seq.common(context));
   seq.append(context.begin() + int64_t(seq.size()), context.end());
+  std::vector<int32_t> id;
   for (int64_t i = 0; i < k; ++i) {
-    Tensor lg = v.logits(seq.tokens(), 1);
-    const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, sp.greedy() ? nullptr : pr.q.data() + i * V);
+    int32_t t;
+    if (sp.greedy()) {  // the id alone (on a CUDA model the argmax never leaves the device)
+      v.greedy_ids(seq.tokens(), 1, id);
+      t = id[0];
+    } else {
+      Tensor lg = v.logits(seq.tokens(), 1);
+      t = draft_token(lg.ptr<float>(), V, sp, rng, pr.q.data() + i * V);
+    }
     pr.tokens.push_back(t);
     seq.append(&t, &t + 1);
   }

@@ -31,6 +31,12 @@ class Verifier {
   virtual int64_t vocab() const = 0;
   // Logits [n_out, vocab] after each of the last n_out tokens of seq.
   virtual Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) = 0;
+  // The T = 0 decision for the same call: ids[i] = argmax_lowest of row i of
+  // logits(seq, n_out), the same ids and the same state afterwards. Default:
+  // logits() and a host scan of each row. The runners on a model that takes
+  // the argmax on the device (LlamaModel::greedy_on_device) bring back only
+  // the n_out ids.
+  virtual void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids);
   // Roll back to the longest common prefix with the committed context.
   virtual void sync(const std::vector<int32_t>& context) = 0;
   virtual void reset() = 0;
@@ -54,6 +60,7 @@ class ModelRunner : public Verifier {
   // Logits [n_out, vocab] after each of the last n_out tokens of seq
   // (1 <= n_out <= seq.size()); the cache then holds all of seq.
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
   // Roll the cache back to its longest common prefix with the committed `context`.
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
@@ -70,6 +77,8 @@ class ModelRunner : public Verifier {
 
  private:
   void rollback_to(const std::vector<int32_t>& seq);  // truncate to the common prefix (not a commit)
+  // Rolls back for a call with n_out rows out; the tokens of seq to forward.
+  std::vector<int32_t> prepare(const std::vector<int32_t>& seq, int64_t n_out);
 
   LlamaModel* model_;
   FullKVCache cache_;
@@ -86,8 +95,12 @@ struct Proposal {
 // A drafter's pick of one token from its logits row [vocab]: the argmax at
 // T = 0 (q_row not read or written, may be null); otherwise q_row <- the
 // row's distribution (sampling_distribution) and a draw from it with the next
-// number of rng. Every model drafter picks through it.
+// number of rng. Every model drafter picks through it, at T = 0 where its
+// logits are on the host (a CPU model, a vocab-parallel shard); elsewhere the
+// greedy pick is the device's (Verifier::greedy_ids, LlamaModel::forward_greedy).
 int32_t draft_token(const float* logits, int64_t vocab, const SamplingParams& sp, RngStream& rng, float* q_row);
+// ids[i] <- argmax_lowest of row i of host logits [n, vocab].
+void host_greedy_ids(const Tensor& logits, std::vector<int32_t>& ids);
 
 // k tokens drawn one at a time from v's logits after context (+ the tokens so
 // far). seq: the caller's copy of its last sequence, brought to context at

@@ -58,7 +58,8 @@ void RetrievalRunner::sync(const std::vector<int32_t>& context) {
   rc_.cache().truncate(rc_.region() + int64_t(n));
 }
 
-Tensor RetrievalRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+std::vector<int32_t> RetrievalRunner::prepare(const std::vector<int32_t>& seq, int64_t n_out,
+                                              std::vector<int64_t>& pos) {
   const size_t P = prompt_.size();
   const size_t tail_len = seq.size() - (P - 1);
   TF_CHECK(n_out >= 1 && size_t(n_out) <= tail_len, "retrieval runner: n_out " << n_out << " reaches into the prompt");
@@ -66,11 +67,25 @@ Tensor RetrievalRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
   tail_.resize(keep);
   rc_.cache().truncate(rc_.region() + int64_t(keep));
   std::vector<int32_t> fresh(seq.begin() + int64_t(P - 1 + keep), seq.end());
-  std::vector<int64_t> pos(fresh.size());
+  pos.resize(fresh.size());
   for (size_t i = 0; i < fresh.size(); ++i) pos[i] = int64_t(P - 1 + keep + i);
+  return fresh;
+}
+
+Tensor RetrievalRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+  std::vector<int64_t> pos;
+  std::vector<int32_t> fresh = prepare(seq, n_out, pos);
   Tensor out = model_->forward(fresh, pos, rc_.cache(), n_out);
   tail_.insert(tail_.end(), fresh.begin(), fresh.end());
   return out;
+}
+
+void RetrievalRunner::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
+  if (!model_->greedy_on_device()) return Verifier::greedy_ids(seq, n_out, ids);
+  std::vector<int64_t> pos;
+  std::vector<int32_t> fresh = prepare(seq, n_out, pos);
+  model_->forward_greedy(fresh, pos, rc_.cache(), n_out, ids);
+  tail_.insert(tail_.end(), fresh.begin(), fresh.end());
 }
 
 }  // namespace tf::speculative

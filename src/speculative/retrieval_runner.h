@@ -14,6 +14,7 @@ class RetrievalRunner : public Verifier {
   RetrievalRunner(LlamaModel& model, RetrievalOptions opt, int64_t tail_capacity);
   int64_t vocab() const override { return model_->config().vocab_size; }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   // Builds the cache from its own prefill, unless it already holds this prompt's
@@ -30,6 +31,8 @@ class RetrievalRunner : public Verifier {
 
  private:
   size_t common(const std::vector<int32_t>& seq);  // lcp of tail_ with seq[P-1:]
+  // Rolls the tail back for a call with n_out rows out; the tokens to forward and their positions.
+  std::vector<int32_t> prepare(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int64_t>& pos);
 
   LlamaModel* model_;
   RetrievalKVCache rc_;

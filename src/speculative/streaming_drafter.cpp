@@ -23,9 +23,19 @@ void StreamingDrafter::reset() {
   evicted_ = 0;
 }
 
-Tensor StreamingDrafter::forward(const std::vector<int32_t>& tokens, int64_t true_pos) {
+Tensor StreamingDrafter::forward(const std::vector<int32_t>& tokens, int64_t true_pos, int64_t n_out) {
   ++forwards_;
-  return model_->forward(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), 1);
+  return model_->forward(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), n_out);
+}
+
+int32_t StreamingDrafter::forward_greedy(const std::vector<int32_t>& tokens, int64_t true_pos) {
+  if (!model_->greedy_on_device()) {
+    const Tensor lg = forward(tokens, true_pos);
+    return int32_t(argmax_lowest(lg.ptr<float>(), lg.dim(1)));
+  }
+  ++forwards_;
+  model_->forward_greedy(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), 1, ids_);
+  return ids_[0];
 }
 
 void StreamingDrafter::drop_tail() {
@@ -43,7 +53,9 @@ void StreamingDrafter::absorb_chunks(const std::vector<int32_t>& context, size_t
     const size_t n = std::min(upto - absorbed_.size(), size_t(cache_.window()));
     std::vector<int32_t> chunk(context.begin() + int64_t(absorbed_.size()),
                                context.begin() + int64_t(absorbed_.size() + n));
-    forward(chunk, int64_t(absorbed_.size()));
+    // No logits row: nothing reads it, and it cost a copy back and a wait per
+    // chunk (per top step for the newly committed tokens). The K/V are the same.
+    forward(chunk, int64_t(absorbed_.size()), 0);
     absorbed_.insert(absorbed_.end(), chunk.begin(), chunk.end());
     evicted_ += cache_.evict();
     base_len_ = cache_.cache().length();
@@ -145,13 +157,24 @@ Proposal StreamingDrafter::propose(const std::vector<int32_t>& context, int64_t 
   tail_.resize(keep);
   cache_.cache().truncate(base_len_ + int64_t(keep));
   std::vector<int32_t> fresh(context.begin() + int64_t(a + keep), context.end());
+  Proposal pr;
+  if (sp.greedy()) {  // T = 0: ids only (verify_greedy), each taken where the logits are
+    int32_t t = forward_greedy(fresh, int64_t(a + keep));
+    tail_.insert(tail_.end(), fresh.begin(), fresh.end());
+    for (int64_t i = 0; i < k; ++i) {
+      pr.tokens.push_back(t);
+      if (i + 1 == k) break;
+      t = forward_greedy(std::vector<int32_t>{t}, int64_t(context.size()) + i);
+      tail_.push_back(pr.tokens.back());
+    }
+    return pr;
+  }
   Tensor lg = forward(fresh, int64_t(a + keep));
   tail_.insert(tail_.end(), fresh.begin(), fresh.end());
-  Proposal pr;
   const int64_t V = vocab();
-  if (!sp.greedy()) pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
+  pr.q.resize(size_t(k * V));
   for (int64_t i = 0; i < k; ++i) {
-    const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, sp.greedy() ? nullptr : pr.q.data() + i * V);
+    const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, pr.q.data() + i * V);
     pr.tokens.push_back(t);
     if (i + 1 == k) break;
     lg = forward(std::vector<int32_t>{t}, int64_t(context.size()) + i);

@@ -52,7 +52,9 @@ class StreamingDrafter : public Drafter {
   void absorb_from_empty(const std::vector<int32_t>& context, size_t upto);
   void drop_tail();
   bool extends_absorbed(const std::vector<int32_t>& context) const;
-  Tensor forward(const std::vector<int32_t>& tokens, int64_t true_pos);
+  Tensor forward(const std::vector<int32_t>& tokens, int64_t true_pos, int64_t n_out = 1);
+  // The same forward's greedy id of its last token (on the device where the model can).
+  int32_t forward_greedy(const std::vector<int32_t>& tokens, int64_t true_pos);
 
   LlamaModel* model_;
   int64_t max_tail_;
@@ -65,6 +67,7 @@ class StreamingDrafter : public Drafter {
   int64_t evicted_ = 0;
   int64_t forwards_ = 0;
   bool fast_absorb_ = true;
+  std::vector<int32_t> ids_;  // forward_greedy's id
 };
 
 }  // namespace tf::speculative

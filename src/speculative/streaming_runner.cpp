@@ -46,7 +46,8 @@ void StreamingRunner::absorb(const std::vector<int32_t>& context) {
     const size_t n = std::min(target - committed_.size(), size_t(cache_.window()));
     std::vector<int32_t> chunk(context.begin() + int64_t(committed_.size()),
                                context.begin() + int64_t(committed_.size() + n));
-    model_->forward(chunk, cache_.next_positions(int64_t(n), int64_t(committed_.size())), c, 1);
+    // No logits row (nothing reads it; the K/V are the same): no copy back or wait per absorbed chunk.
+    model_->forward(chunk, cache_.next_positions(int64_t(n), int64_t(committed_.size())), c, 0);
     committed_.insert(committed_.end(), chunk.begin(), chunk.end());
     evicted_ += cache_.evict();
     base_len_ = c.length();
@@ -85,18 +86,33 @@ void StreamingRunner::sync(const std::vector<int32_t>& context) {
   absorb(context);
 }
 
-Tensor StreamingRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+std::vector<int32_t> StreamingRunner::prepare(const std::vector<int32_t>& seq, int64_t n_out,
+                                              std::vector<int64_t>& pos) {
   const size_t C = committed_.size();
   TF_CHECK(seq.size() >= C + size_t(n_out) && n_out >= 1 && extends_committed(seq),
            "streaming runner: the sequence does not extend the committed context (n_out " << n_out << ")");
   const size_t keep = std::min(tail_common(seq), seq.size() - C - size_t(n_out));
   tail_.resize(keep);
-  FullKVCache& c = cache_.cache();
-  c.truncate(base_len_ + int64_t(keep));
+  cache_.cache().truncate(base_len_ + int64_t(keep));
   std::vector<int32_t> fresh(seq.begin() + int64_t(C + keep), seq.end());
-  Tensor out = model_->forward(fresh, cache_.next_positions(int64_t(fresh.size()), int64_t(C + keep)), c, n_out);
+  pos = cache_.next_positions(int64_t(fresh.size()), int64_t(C + keep));
+  return fresh;
+}
+
+Tensor StreamingRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+  std::vector<int64_t> pos;
+  std::vector<int32_t> fresh = prepare(seq, n_out, pos);
+  Tensor out = model_->forward(fresh, pos, cache_.cache(), n_out);
   tail_.insert(tail_.end(), fresh.begin(), fresh.end());
   return out;
+}
+
+void StreamingRunner::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
+  if (!model_->greedy_on_device()) return Verifier::greedy_ids(seq, n_out, ids);
+  std::vector<int64_t> pos;
+  std::vector<int32_t> fresh = prepare(seq, n_out, pos);
+  model_->forward_greedy(fresh, pos, cache_.cache(), n_out, ids);
+  tail_.insert(tail_.end(), fresh.begin(), fresh.end());
 }
 
 }  // namespace tf::speculative

@@ -18,6 +18,7 @@ class StreamingRunner : public Verifier {
   StreamingRunner(LlamaModel& model, int64_t sink, int64_t window, int64_t max_tail, bool reindex = true);
   int64_t vocab() const override { return model_->config().vocab_size; }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
+  void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   // Absorbs the prompt (but its last token) with its own forwards, unless it
@@ -35,6 +36,8 @@ class StreamingRunner : public Verifier {
  private:
   void absorb(const std::vector<int32_t>& context);  // fold context[0, size-1) into the committed part
   size_t tail_common(const std::vector<int32_t>& seq) const;
+  // Rolls the tail back for a call with n_out rows out; the tokens to forward and their positions.
+  std::vector<int32_t> prepare(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int64_t>& pos);
   bool extends_committed(const std::vector<int32_t>& seq) const;
 
   LlamaModel* model_;

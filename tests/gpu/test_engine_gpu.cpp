@@ -1,5 +1,6 @@
 // The speculative engine on the CUDA backend: every method's greedy output
-// equals `ar` on the same GPU model (SmolLM2-135M when the default GGUF is
+// (T = 0 decisions on the device: only argmax ids come back) equals `ar`
+// (argmax of the logits on the host) on the same GPU model (SmolLM2-135M when the default GGUF is
 // present, else its synthetic shape), and the chi-square losslessness test at
 // T = 1 on tiny models on the device, which passes with the residual
 // resampling and fails with the reference's middle-level bug.
@@ -55,7 +56,12 @@ TEST(EngineGpu, EveryMethodGreedyEqualsAr) {
   req.max_new_tokens = tf::testing::pick(128, 24);
   req.device_sync = [] { device_synchronize(); };
   req.method = "ar";
+  // ar takes its tokens from the logits on the host (the old path); every
+  // speculative method takes its T = 0 decisions on the device
+  // (LlamaModel::forward_greedy), so equality below compares the two.
+  const int64_t greedy_before_ar = LlamaModel::process_greedy_forwards();
   const MethodOutcome ar = run_method(*target, req, prompt);
+  EXPECT_EQ(LlamaModel::process_greedy_forwards(), greedy_before_ar) << "ar took the device greedy path";
   ASSERT_EQ(int64_t(ar.tokens.size()), req.max_new_tokens);
   std::printf("[ engine   ] %s on GPU bf16: ar %.2f ms/token\n", real ? "SmolLM2-135M" : "synthetic smollm2",
               ar.decode_ms_per_token);
@@ -64,8 +70,10 @@ TEST(EngineGpu, EveryMethodGreedyEqualsAr) {
     MethodRequest r = req;
     r.method = m;
     if (m == "chain") r.chain = "ngram:2 > layerskip:8@streaming:8/56 > target@retrieval:64/8 > target";
+    const int64_t greedy_before = LlamaModel::process_greedy_forwards();
     const MethodOutcome o = run_method(*target, r, prompt);
     EXPECT_EQ(o.tokens, ar.tokens);
+    EXPECT_GT(LlamaModel::process_greedy_forwards(), greedy_before) << "no level took the device greedy path";
     std::printf("[ engine   ] %-15s identical=%d  %.2f ms/token", m.c_str(), int(o.tokens == ar.tokens),
                 o.decode_ms_per_token);
     for (const auto& l : o.levels) std::printf("  L%d %s a=%.2f t=%.2f", l.level, l.spec.c_str(), l.alpha, l.tau);

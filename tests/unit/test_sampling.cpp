@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "argmax_rows.h"
+#include "core/tensor.h"
 #include "gen/sampling.h"
+#include "model/draft_vocab.h"
+#include "ops/ops.h"
 
 TEST(Sampling, GreedyIsArgmaxLowestIdOnTies) {
   std::vector<float> l = {0.1f, 3.0f, -1.0f, 3.0f};
@@ -78,4 +83,40 @@ TEST(Sampling, ArgmaxLowestEqualsThePlainScan) {
   std::vector<float> nan_first = {std::nanf(""), 3.0f, 5.0f};
   EXPECT_EQ(tf::argmax_lowest(nan_first.data(), 3), plain(nan_first.data(), 3));
   EXPECT_GT(checked, 400);
+}
+
+// ops::argmax (the op every device greedy path runs, here its CPU body) is
+// argmax_lowest on every awkward row, and with a reduced vocabulary it is
+// argmax_lowest of the row expand_restricted_logits would make.
+TEST(Sampling, ArgmaxOpIsArgmaxLowestOnAwkwardRows) {
+  int checked = 0;
+  for (int64_t V : {1, 2, 3, 8, 33, 1025, 49152}) {
+    const int64_t n = tf::testing::kArgmaxCases;
+    tf::Tensor x = tf::Tensor::cpu(tf::DType::F32, {n, V}), out = tf::Tensor::cpu(tf::DType::I32, {n});
+    for (int kind = 0; kind < n; ++kind) {
+      const std::vector<float> r = tf::testing::argmax_row(kind, V, 7);
+      std::copy(r.begin(), r.end(), x.ptr<float>() + kind * V);
+    }
+    tf::ops::argmax(x, out);
+    for (int64_t i = 0; i < n; ++i, ++checked)
+      EXPECT_EQ(out.ptr<int32_t>()[i], tf::argmax_lowest(x.ptr<float>() + i * V, V)) << "V=" << V << " kind " << i;
+    // The same rows as the K logits of a reduced vocabulary of a larger model.
+    for (int set = 0; set < tf::testing::kArgmaxIdSets; ++set) {
+      const int64_t full = V + 5;
+      std::vector<int32_t> ids = tf::testing::argmax_ids(set, full);
+      const int64_t K = int64_t(ids.size());
+      tf::Tensor xk = tf::Tensor::cpu(tf::DType::F32, {n, K});
+      for (int kind = 0; kind < n; ++kind) {
+        const std::vector<float> r = tf::testing::argmax_row(kind, K, 11);
+        std::copy(r.begin(), r.end(), xk.ptr<float>() + kind * K);
+      }
+      const tf::ops::ArgmaxIds a = tf::ops::argmax_ids(ids, full, tf::Device::CPU);
+      tf::ops::argmax(xk, out, &a);
+      const tf::Tensor e = tf::expand_restricted_logits(xk, ids, full);
+      for (int64_t i = 0; i < n; ++i, ++checked)
+        EXPECT_EQ(out.ptr<int32_t>()[i], tf::argmax_lowest(e.ptr<float>() + i * full, full))
+            << "V=" << V << " id set " << set << " kind " << i;
+    }
+  }
+  EXPECT_GT(checked, 700);
 }

@@ -139,3 +139,43 @@ TEST(SpecDrafter, DraftTokenIsTheDistributionAndOneDraw) {
     if (!sp.greedy()) EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(V) * sizeof(float)), 0) << trial;
   }
 }
+
+// Verifier::greedy_ids, the T = 0 decision of every level: on a CPU model it
+// is argmax_lowest of the logits rows (a CUDA model takes it on the device,
+// tests/gpu/test_greedy_ids_gpu.cpp), and it leaves the runner where logits()
+// leaves its twin.
+TEST(SpecDrafter, GreedyIdsAreTheArgmaxOfTheLogits) {
+  const ModelConfig c = tiny();
+  LlamaModel m(c, LlamaWeights::random(c, 4, 0.3f));
+  EXPECT_FALSE(m.greedy_on_device());
+  ModelRunner a(m, 64), b(m, 64);
+  std::vector<int32_t> ctx = {1, 2, 3, 4, 5};
+  a.begin(ctx), b.begin(ctx);
+  std::vector<int32_t> ids, want;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<int32_t> seq = ctx;
+    for (int j = 0; j <= step % 4; ++j) seq.push_back(int32_t((step * 7 + j * 3) % c.vocab_size));
+    const int64_t n_out = step % 2 ? int64_t(seq.size() - ctx.size()) + 1 : 1;
+    a.greedy_ids(seq, n_out, ids);
+    const Tensor lg = b.logits(seq, n_out);
+    want.clear();
+    for (int64_t r = 0; r < n_out; ++r) want.push_back(int32_t(argmax_lowest(lg.ptr<float>() + r * c.vocab_size, c.vocab_size)));
+    ASSERT_EQ(ids, want) << "step " << step;
+    EXPECT_EQ(a.cached_tokens(), b.cached_tokens());
+    ctx.push_back(ids[0]);
+    a.sync(ctx), b.sync(ctx);
+  }
+  // Greedy drafting through it proposes what draft_token picks from the logits.
+  ModelDrafter d(m, 64);
+  SamplingParams sp;
+  RngStream rng;
+  const Proposal p = d.propose(ctx, 4, sp, rng);
+  EXPECT_TRUE(p.q.empty());
+  ModelRunner r(m, 64);
+  std::vector<int32_t> seq = ctx;
+  for (int32_t t : p.tokens) {
+    const Tensor lg = r.logits(seq, 1);
+    EXPECT_EQ(t, draft_token(lg.ptr<float>(), c.vocab_size, sp, rng, nullptr));
+    seq.push_back(t);
+  }
+}

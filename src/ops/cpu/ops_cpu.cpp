@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/device.h"
 #include "ops/cpu/cpu_threads.h"
 #include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
@@ -430,18 +431,59 @@ void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p) 
   }
 }
 
-void argmax(const Tensor& x, Tensor& out) {
-  if (x.device == Device::CUDA) return cuda_body::argmax(x, out);
+ArgmaxIds argmax_ids(const std::vector<int32_t>& ids, int64_t full_vocab, Device dev) {
+  TF_CHECK(!ids.empty() && int64_t(ids.size()) <= full_vocab, "argmax_ids: " << ids.size() << " ids of a "
+                                                                             << full_vocab << "-token vocabulary");
+  ArgmaxIds a;
+  a.full_vocab = full_vocab;
+  int64_t next = 0;  // ids ascend: the first gap
+  for (size_t j = 0; j < ids.size(); ++j) {
+    TF_CHECK(ids[j] >= 0 && ids[j] < full_vocab && (j == 0 || ids[j] > ids[j - 1]),
+             "argmax_ids: id " << ids[j] << " at " << j << " is out of range or not increasing");
+    if (ids[j] == next) ++next;
+  }
+  a.first_missing = next;
+  Tensor h = Tensor::cpu(DType::I32, {int64_t(ids.size())});
+  std::copy(ids.begin(), ids.end(), h.ptr<int32_t>());
+  if (dev == Device::CPU) {
+    a.ids = h;
+  } else {
+    a.ids = empty_tensor(dev, DType::I32, h.shape);
+    copy_tensor(a.ids, h);
+  }
+  return a;
+}
+
+void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids) {
+  if (x.device == Device::CUDA) return cuda_body::argmax(x, out, ids);
   expect("argmax", "x", x, DType::F32, 2);
   expect("argmax", "out", out, DType::I32, 1);
   TF_CHECK(out.shape[0] == x.shape[0], "argmax: out " << shape_str(out.shape) << " for x " << shape_str(x.shape));
   if (device_of("argmax", {&x, &out}) == Device::CUDA) no_cuda("argmax");
   const int64_t n = x.shape[0], V = x.shape[1];
+  if (ids) {
+    TF_CHECK(ids->ids.device == Device::CPU && ids->ids.dtype == DType::I32 && ids->ids.numel() == V &&
+                 ids->full_vocab >= V,
+             "argmax: " << ids->ids.numel() << " reduced-vocabulary ids for rows of " << V);
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float* r = x.ptr<float>() + i * V;
+    // The rule as one scan from entry 0 (a strictly larger value replaces, so
+    // NaN never does, and a NaN entry 0 stays): argmax_lowest, bit for bit.
     int64_t best = 0;
-    for (int64_t j = 1; j < V; ++j)
-      if (r[j] > r[best]) best = j;
+    if (!ids) {
+      for (int64_t j = 1; j < V; ++j)
+        if (r[j] > r[best]) best = j;
+    } else {  // the same scan over the full row, -inf outside the ids
+      const int32_t* id = ids->ids.ptr<int32_t>();
+      const float ninf = -std::numeric_limits<float>::infinity();
+      int64_t k = 0;
+      float bv = 0.0f;
+      for (int64_t j = 0; j < ids->full_vocab; ++j) {
+        const float v = k < V && id[k] == j ? r[k++] : ninf;
+        if (j == 0 || v > bv) bv = v, best = j;
+      }
+    }
     out.ptr<int32_t>()[i] = int32_t(best);
   }
 }

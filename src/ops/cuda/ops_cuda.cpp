@@ -303,13 +303,19 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
   }
 }
 
-void argmax(const Tensor& x, Tensor& out) {
+void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids) {
   expect_dev("argmax", "x", x, 2);
   expect_dev("argmax", "out", out, 1);
   TF_CHECK(x.dtype == DType::F32 && out.dtype == DType::I32 && out.shape[0] == x.shape[0],
            "argmax: expected f32 [n, vocab] into i32 [n]");
   cuda::ArgmaxParams p;
   p.x = x.ptr<float>(), p.out = out.ptr<int32_t>(), p.n = x.shape[0], p.vocab = x.shape[1];
+  if (ids) {
+    expect_dev("argmax", "ids", ids->ids, 1);
+    TF_CHECK(ids->ids.dtype == DType::I32 && ids->ids.numel() == x.shape[1] && ids->full_vocab >= x.shape[1],
+             "argmax: " << ids->ids.numel() << " reduced-vocabulary ids for rows of " << x.shape[1]);
+    p.ids = ids->ids.ptr<int32_t>(), p.full_vocab = ids->full_vocab, p.first_missing = ids->first_missing;
+  }
   cuda::argmax(p, cuda::compute_stream());
 }
 
@@ -345,7 +351,7 @@ void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const
   none(to_cache ? "rope_qkv_to_cache" : "rope_qkv_split");
 }
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
-void argmax(const Tensor&, Tensor&) { none("argmax"); }
+void argmax(const Tensor&, Tensor&, const ArgmaxIds*) { none("argmax"); }
 void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax_top_p"); }
 
 #endif

@@ -24,7 +24,7 @@ bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor&
 void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
               Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
-void argmax(const Tensor& x, Tensor& out);
+void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
 
 }  // namespace tf::ops::cuda_body
