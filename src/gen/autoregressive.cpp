@@ -9,6 +9,26 @@ namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+// Token 0 is `first`, token i + 1 = next(token i); stops after a stop id or max_new_tokens.
+GenerateResult decode_loop(int64_t max_new_tokens, const std::vector<int64_t>& stop_ids, int32_t first,
+                           const std::function<int32_t(int32_t)>& next) {
+  GenerateResult r;
+  auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
+  auto t1 = std::chrono::steady_clock::now();
+  int32_t tok = first;
+  for (int64_t i = 0; i < max_new_tokens; ++i) {
+    r.tokens.push_back(tok);
+    if (is_stop(tok)) {
+      r.stopped_at_eos = true;
+      break;
+    }
+    if (i + 1 == max_new_tokens) break;
+    if (i == 0) t1 = std::chrono::steady_clock::now();
+    tok = next(tok);
+  }
+  r.decode_ms = r.tokens.size() > 1 ? ms_since(t1) : 0.0;
+  return r;
+}
 }  // namespace
 
 GenerateResult generate_autoregressive(LlamaModel& model, FullKVCache& cache, const std::vector<int32_t>& prompt,
@@ -43,24 +63,18 @@ GenerateResult continue_autoregressive(LlamaModel& model, FullKVCache& cache, co
 GenerateResult decode_autoregressive(const float* last_logits, int64_t vocab, int64_t max_new_tokens,
                                      const SamplingParams& sp, const std::vector<int64_t>& stop_ids,
                                      const std::function<const float*(int32_t)>& next) {
-  GenerateResult r;
   const float* lg = last_logits;
-  auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
-  auto t1 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < max_new_tokens; ++i) {
-    // Draw i of the seed's stream decides token i, whatever the backend.
-    int32_t tok = sample_token(lg, vocab, sp, uint64_t(i));
-    r.tokens.push_back(tok);
-    if (is_stop(tok)) {
-      r.stopped_at_eos = true;
-      break;
-    }
-    if (i + 1 == max_new_tokens) break;
-    if (i == 0) t1 = std::chrono::steady_clock::now();
+  int64_t i = 0;
+  // Draw i of the seed's stream decides token i, whatever the backend.
+  return decode_loop(max_new_tokens, stop_ids, sample_token(lg, vocab, sp, 0), [&](int32_t tok) {
     lg = next(tok);
-  }
-  r.decode_ms = r.tokens.size() > 1 ? ms_since(t1) : 0.0;
-  return r;
+    return sample_token(lg, vocab, sp, uint64_t(++i));
+  });
+}
+
+GenerateResult decode_greedy_ids(int32_t first_token, int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
+                                 const std::function<int32_t(int32_t)>& next) {
+  return decode_loop(max_new_tokens, stop_ids, first_token, next);
 }
 
 }  // namespace tf

@@ -36,4 +36,11 @@ GenerateResult decode_autoregressive(const float* last_logits, int64_t vocab, in
                                      const SamplingParams& sp, const std::vector<int64_t>& stop_ids,
                                      const std::function<const float*(int32_t)>& next);
 
+// The T = 0 loop over a forward that returns ids: token 0 is first_token, and
+// next(token) returns the argmax id after it (the device's, where the model
+// takes it there: no logits row leaves the device). Same stops and timing as
+// decode_autoregressive.
+GenerateResult decode_greedy_ids(int32_t first_token, int64_t max_new_tokens, const std::vector<int64_t>& stop_ids,
+                                 const std::function<int32_t(int32_t)>& next);
+
 }  // namespace tf

@@ -3,7 +3,9 @@
 #include "model/draft_vocab.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "core/device.h"
 #include "model/persistent_step.h"
@@ -233,6 +235,11 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, FullKVCache&
   std::vector<int64_t> pos(tokens.size());
   for (size_t i = 0; i < pos.size(); ++i) pos[i] = cache.length() + int64_t(i);
   forward_greedy(tokens, pos, cache, n_out, ids);
+}
+
+bool LlamaModel::device_argmax_enabled() {
+  const char* v = std::getenv("TRIFORCE_DEVICE_ARGMAX");
+  return !v || std::string(v) != "0";
 }
 
 void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,

@@ -91,7 +91,10 @@ class LlamaModel {
   // draft's reduced one): forward() then needs no collective past the layers,
   // so forward_greedy's forward is the same call on every rank. A
   // vocab-parallel shard all-gathers its logits; it keeps forward().
-  bool greedy_on_device() const { return greedy_on_device_; }
+  // TRIFORCE_DEVICE_ARGMAX=0 sends every caller back to forward() and the host
+  // scan (read at each call: the A/B of the device path, and the tests' reference).
+  bool greedy_on_device() const { return greedy_on_device_ && device_argmax_enabled(); }
+  static bool device_argmax_enabled();
   // forward_greedy calls of this model, and of every model of this process
   // (tests check that a greedy run really took the device path).
   int64_t greedy_forwards() const { return greedy_forwards_; }

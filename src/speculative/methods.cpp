@@ -414,13 +414,23 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
     seq.reserve(prompt.size() + size_t(max_new));
     Tensor lg;
     const int64_t t0 = clock.now_ns();
-    const Tensor first = top->logits(seq, 1);
-    GenerateResult g = decode_autoregressive(first.ptr<float>(), V, max_new, sp, req.stop_ids,
-                                             [&](int32_t tok) {
-                                               seq.push_back(tok);
-                                               lg = top->logits(seq, 1);
-                                               return lg.ptr<float>();
-                                             });
+    GenerateResult g;
+    if (sp.greedy()) {  // ids only: on the device where the model takes them there, as every level's T = 0 decisions
+      std::vector<int32_t> id;
+      top->greedy_ids(seq, 1, id);
+      g = decode_greedy_ids(id[0], max_new, req.stop_ids, [&](int32_t tok) {
+        seq.push_back(tok);
+        top->greedy_ids(seq, 1, id);
+        return id[0];
+      });
+    } else {
+      const Tensor first = top->logits(seq, 1);
+      g = decode_autoregressive(first.ptr<float>(), V, max_new, sp, req.stop_ids, [&](int32_t tok) {
+        seq.push_back(tok);
+        lg = top->logits(seq, 1);
+        return lg.ptr<float>();
+      });
+    }
     out.times.decode = clock.now_ns() - t0;
     out.times.verify = out.times.decode;
     out.tokens = g.tokens;

@@ -56,12 +56,21 @@ TEST(EngineGpu, EveryMethodGreedyEqualsAr) {
   req.max_new_tokens = tf::testing::pick(128, 24);
   req.device_sync = [] { device_synchronize(); };
   req.method = "ar";
-  // ar takes its tokens from the logits on the host (the old path); every
-  // speculative method takes its T = 0 decisions on the device
-  // (LlamaModel::forward_greedy), so equality below compares the two.
-  const int64_t greedy_before_ar = LlamaModel::process_greedy_forwards();
+  // The reference: ar with its tokens from the logits on the host (the old
+  // path, TRIFORCE_DEVICE_ARGMAX=0). ar itself and every speculative method
+  // take their T = 0 decisions on the device (LlamaModel::forward_greedy), so
+  // equality below compares the two paths.
+  ::setenv("TRIFORCE_DEVICE_ARGMAX", "0", 1);
+  const int64_t greedy_before_ref = LlamaModel::process_greedy_forwards();
   const MethodOutcome ar = run_method(*target, req, prompt);
-  EXPECT_EQ(LlamaModel::process_greedy_forwards(), greedy_before_ar) << "ar took the device greedy path";
+  ::unsetenv("TRIFORCE_DEVICE_ARGMAX");
+  EXPECT_EQ(LlamaModel::process_greedy_forwards(), greedy_before_ref) << "the host reference took the device path";
+  {
+    const int64_t greedy_before_ar = LlamaModel::process_greedy_forwards();
+    const MethodOutcome ar_device = run_method(*target, req, prompt);
+    EXPECT_GT(LlamaModel::process_greedy_forwards(), greedy_before_ar) << "ar did not take the device greedy path";
+    EXPECT_EQ(ar_device.tokens, ar.tokens);
+  }
   ASSERT_EQ(int64_t(ar.tokens.size()), req.max_new_tokens);
   std::printf("[ engine   ] %s on GPU bf16: ar %.2f ms/token\n", real ? "SmolLM2-135M" : "synthetic smollm2",
               ar.decode_ms_per_token);
