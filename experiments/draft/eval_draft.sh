@@ -13,7 +13,7 @@
 #
 #   experiments/draft/eval_draft.sh BIN OUT [--draft DIR] [--model GGUF] [--prompts DIR]
 #       [--device cuda|cpu] [--contexts 1024,4096,7680] [--new 128] [--books N] [--baseline layerskip:7|none]
-#       [--short N (16; 0: none)] [--short-new 64]
+#       [--short N (16; 0: none)] [--short-new 64] [--sampled 1 (0: the T = 0 runs alone)]
 #
 # Pooled alpha = sum(accepted) / sum(accepted + rejected decisions) over the
 # runs of a cell (the harness's per-level counts), so long runs weigh more.
@@ -23,12 +23,12 @@ bin=$(realpath "$1"); out=$2; shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${TRIFORCE_CACHE:-${XDG_CACHE_HOME:+$XDG_CACHE_HOME/triforce}}; cache=${cache:-$HOME/.cache/triforce}
 draft=$here/smollm2-135m-draft model=$cache/SmolLM2-135M-Instruct.Q4_1.gguf prompts=$cache/prompts
-device=cuda contexts=1024,4096,7680 new=128 books=0 baseline=layerskip:7 short=16 short_new=64
+device=cuda contexts=1024,4096,7680 new=128 books=0 baseline=layerskip:7 short=16 short_new=64 sampled=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --draft) draft=$2 ;; --model) model=$2 ;; --prompts) prompts=$2 ;; --device) device=$2 ;;
     --contexts) contexts=$2 ;; --new) new=$2 ;; --books) books=$2 ;; --baseline) baseline=$2 ;;
-    --short) short=$2 ;; --short-new) short_new=$2 ;;
+    --short) short=$2 ;; --short-new) short_new=$2 ;; --sampled) sampled=$2 ;;
     *) echo "eval_draft.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -71,7 +71,7 @@ for f in "${prompt_files[@]}"; do
   p=$(basename "$f" .ids)
   for m in spec triforce; do
     run "trained.$m.t0.$p" "$f" --method $m --draft "$draft" --temperature 0 --compare ar
-    run "trained.$m.t0p6.$p" "$f" --method $m --draft "$draft" --temperature 0.6
+    [[ $sampled == 0 ]] || run "trained.$m.t0p6.$p" "$f" --method $m --draft "$draft" --temperature 0.6
     [[ $baseline == none ]] || run "baseline.$m.t0.$p" "$f" --method $m --draft "$baseline" --temperature 0 --compare ar
   done
   echo "  $p done" >&2
@@ -87,7 +87,7 @@ if [[ $short -gt 0 ]]; then
     methods=(spec); [[ $p == readme ]] && methods=(spec triforce)
     for m in "${methods[@]}"; do
       run "trained.$m.t0.$p" "$f" --method $m --draft "$draft" --temperature 0 --compare ar
-      run "trained.$m.t0p6.$p" "$f" --method $m --draft "$draft" --temperature 0.6
+      [[ $sampled == 0 ]] || run "trained.$m.t0p6.$p" "$f" --method $m --draft "$draft" --temperature 0.6
     done
   done
   echo "  $short short prompts (raw and chat) and the README prompt done" >&2
