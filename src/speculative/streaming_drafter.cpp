@@ -105,8 +105,34 @@ void StreamingDrafter::absorb_from_empty(const std::vector<int32_t>& context, si
   absorb_chunks(context, upto);
 }
 
+// The tail's tokens that are now committed are absorbed where they sit
+// instead of being forwarded again. The definition absorbs context[a, upto) in
+// chunks of at most a window, evicting after each; the tail's matching prefix,
+// cut to the first chunk, was computed after the same committed part, at the
+// same slots and positions, as that chunk's first tokens are, and every kernel
+// is batch invariant, so its K/V are the chunk's bit for bit. The rest of the
+// first chunk is forwarded behind it before the one eviction, as in the chunk.
+void StreamingDrafter::promote_tail(const std::vector<int32_t>& context, size_t upto) {
+  const size_t a = absorbed_.size();
+  const size_t first = std::min(upto - a, size_t(cache_.window()));
+  size_t n = 0;
+  while (n < tail_.size() && n < first && tail_[n] == context[a + n]) ++n;
+  if (n == 0) return;
+  cache_.cache().truncate(base_len_ + int64_t(n));
+  absorbed_.insert(absorbed_.end(), tail_.begin(), tail_.begin() + int64_t(n));
+  tail_.clear();
+  if (n < first) {
+    std::vector<int32_t> rest(context.begin() + int64_t(a + n), context.begin() + int64_t(a + first));
+    forward(rest, int64_t(a + n), 0);
+    absorbed_.insert(absorbed_.end(), rest.begin(), rest.end());
+  }
+  evicted_ += cache_.evict();
+  base_len_ = cache_.cache().length();
+}
+
 void StreamingDrafter::absorb(const std::vector<int32_t>& context, size_t upto) {
   if (absorbed_.size() >= upto) return;
+  if (reuse_tail_ && !absorbed_.empty()) promote_tail(context, upto);
   drop_tail();
   if (absorbed_.empty())
     absorb_from_empty(context, upto);
@@ -131,7 +157,8 @@ void StreamingDrafter::begin(const std::vector<int32_t>& prompt) {
 
 void StreamingDrafter::sync(const std::vector<int32_t>& context) {
   TF_CHECK(!context.empty(), "streaming drafter: empty context");
-  drop_tail();
+  // The tail stays: the next absorb() takes its committed prefix as it is.
+  if (!reuse_tail_) drop_tail();
   if (!extends_absorbed(context)) reset();
   committed_ = context.size();
 }

@@ -6,8 +6,10 @@
 // after it is speculative and sits in a tail at the following slots, never
 // evicted: the tokens the levels above have drafted but not committed, the
 // last committed token, and this call's proposals. The tail's longest common
-// prefix with the next call's context is kept (the reference's scratch slots);
-// sync() drops it. So a rejection at any level costs no re-absorption.
+// prefix with the next call's context is kept (the reference's scratch slots),
+// and its tokens that become committed are absorbed where they sit, not
+// forwarded again (promote_tail). So a rejection at any level costs no
+// re-absorption, and an acceptance costs no second forward of what it accepted.
 //
 // Contract (SpecChain keeps it): between begin() and the next begin()/reset(),
 // every context given to propose() or sync() extends the last committed one.
@@ -43,6 +45,9 @@ class StreamingDrafter : public Drafter {
   int64_t tail_length() const { return int64_t(tail_.size()); }
   // false: absorb a prompt chunk by chunk (the definition; tests compare the two).
   void set_fast_absorb(bool on) { fast_absorb_ = on; }
+  // false: forward the committed tokens again after each sync instead of
+  // keeping their tail K/V (the definition; tests compare the two).
+  void set_reuse_tail(bool on) { reuse_tail_ = on; }
   // Forwards run since construction (tests: a rejection must not re-absorb).
   int64_t forwards() const { return forwards_; }
 
@@ -50,6 +55,7 @@ class StreamingDrafter : public Drafter {
   void absorb(const std::vector<int32_t>& context, size_t upto);  // fold context[absorbed, upto) in
   void absorb_chunks(const std::vector<int32_t>& context, size_t upto);
   void absorb_from_empty(const std::vector<int32_t>& context, size_t upto);
+  void promote_tail(const std::vector<int32_t>& context, size_t upto);
   void drop_tail();
   bool extends_absorbed(const std::vector<int32_t>& context) const;
   Tensor forward(const std::vector<int32_t>& tokens, int64_t true_pos, int64_t n_out = 1);
@@ -67,6 +73,7 @@ class StreamingDrafter : public Drafter {
   int64_t evicted_ = 0;
   int64_t forwards_ = 0;
   bool fast_absorb_ = true;
+  bool reuse_tail_ = true;
   std::vector<int32_t> ids_;  // forward_greedy's id
 };
 
