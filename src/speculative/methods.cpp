@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "parallel/target_levels.h"
 #include "gen/autoregressive.h"
+#include "model/cpu_f16_linears.h"
 #include "model/checkpoint.h"
 #include "speculative/reretrieval.h"
 #include "speculative/retrieval_runner.h"
@@ -306,6 +307,8 @@ LlamaModel& DraftModels::get(const std::string& path, const LlamaModel& target) 
   if (target.device() != Device::CPU) w = upload_weights(w, target.device(), target.dtype());
   if (ck.config.shared_embedding.enabled)
     borrow_target_embedding(w, ck.config, path, target.config(), target.weights());
+  // A CPU step is its weight bytes; the draft's need not be the target's dtype (its distributions only propose).
+  if (target.device() == Device::CPU && cpu_draft_f16_enabled()) cpu_f16_linears(w);
   auto m = std::make_unique<LlamaModel>(ck.config, std::move(w), target.max_chunk());
   return *(models_[path] = std::move(m));
 }

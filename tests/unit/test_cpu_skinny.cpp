@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
 #include "random_tensor.h"
@@ -82,6 +83,42 @@ TEST_P(Isa, LinearRowsBitEqualOneRowCalls) {
             << "in=" << in << " out=" << out << " n=" << n << " row " << r;
       }
     }
+}
+
+// f16 weights (a CPU draft's, model/cpu_f16_linears.h) are widened exactly as
+// they are read: the f32 call on f16-representable weights, bit for bit, on the
+// skinny rows and on the BLAS path of a longer call (the weights widened into
+// scratch), including infinities in the weights; and half the bytes read.
+TEST_P(Isa, F16WeightsGiveTheF32CallsBits) {
+  std::mt19937 rng(11);
+  std::vector<std::pair<int64_t, int64_t>> shapes = kShapes;
+  shapes.push_back({576, 4099});  // threaded, a short last tile
+  for (auto [in, out] : shapes)
+    for (int64_t n : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7), ops::cpu::kSkinnyMaxRows,
+                      ops::cpu::kSkinnyMaxRows + 1, int64_t(40)}) {
+      Tensor x = randn({n, in}, rng), w = randn({out, in}, rng);
+      Tensor h = Tensor::cpu(DType::F16, {out, in});
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        h.ptr<uint16_t>()[i] = f32_to_f16(w.ptr<float>()[i] * (i % 97 == 5 ? 1e6f : 1.0f));  // some overflow to inf
+        w.ptr<float>()[i] = f16_to_f32(h.ptr<uint16_t>()[i]);
+      }
+      Tensor a = nan_filled({n, out}), b = nan_filled({n, out});
+      ops::linear(x, w, a);
+      ops::linear(x, h, b);
+      ASSERT_TRUE(same_bits(a.ptr<float>(), b.ptr<float>(), n * out)) << "in=" << in << " out=" << out << " n=" << n;
+    }
+}
+
+TEST(CpuSkinnyF16, BadWeightDtypeIsOneLine) {
+  std::mt19937 rng(1);
+  Tensor x = randn({2, 8}, rng), y = nan_filled({2, 4});
+  Tensor w = Tensor::cpu(DType::BF16, {4, 8});
+  try {
+    ops::linear(x, w, y);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear: weight is bf16, expected f32"), std::string::npos) << e.what();
+  }
 }
 
 TEST_P(Isa, LinearBitsDoNotDependOnThreads) {

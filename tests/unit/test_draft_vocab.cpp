@@ -5,6 +5,8 @@
 // over seeds): q is 0 outside the set, so the residual carries p's mass there.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -69,6 +71,12 @@ TEST(DraftVocab, LoaderRefusesBadSubsetsInOneLine) {
 }
 
 TEST(DraftVocab, RestrictedLogitsAreTheFullHeadsRowsAndMinusInfElsewhere) {
+  // Both heads f32: a gathered head would otherwise be rounded to f16 on the CPU (model/cpu_f16_linears.h)
+  // and the whole one, the target's own embedding, not.
+  ::setenv("TRIFORCE_CPU_DRAFT_F16", "0", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("TRIFORCE_CPU_DRAFT_F16"); }
+  } unset;
   auto target = load_model(kTarget);
   const std::vector<int32_t> ids = tf::testing::some_draft_ids();
   DraftModels drafts;

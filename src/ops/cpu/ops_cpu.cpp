@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/half.h"
 #include "ops/cpu/cpu_threads.h"
 #include "ops/cpu/skinny_cpu.h"
 #include "ops/ops.h"
@@ -241,7 +242,7 @@ void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& weight, Tensor
 void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
   if (x.device == Device::CUDA) return cuda_body::linear(x, weight, y);
   expect("linear", "x", x, DType::F32, 2);
-  expect("linear", "weight", weight, DType::F32, 2);
+  expect("linear", "weight", weight, weight.dtype == DType::F16 ? DType::F16 : DType::F32, 2);  // f16: below
   expect("linear", "y", y, DType::F32, 2);
   const int64_t n = x.shape[0], in = x.shape[1], outd = weight.shape[0];
   TF_CHECK(weight.shape[1] == in && y.shape[0] == n && y.shape[1] == outd,
@@ -252,6 +253,20 @@ void linear(const Tensor& x, const Tensor& weight, Tensor& y) {
   // Decode and verification rows: one read of the weights for all rows, and a
   // row's bits independent of n (cpu/skinny_cpu.h). sgemm on a skinny input
   // cost several sgemv, and differed from sgemv in the last bits.
+  if (weight.dtype == DType::F16) {
+    // f16 weights on the CPU (a draft's, model/cpu_f16_linears.h): the skinny rows read them as they are; a
+    // longer call (a prompt chunk) widens them once into scratch for BLAS. Either way the f32 call's bits.
+    if (n <= cpu::kSkinnyMaxRows && cpu::skinny_enabled())
+      return cpu::linear_skinny(x.ptr<float>(), n, in, weight.ptr<uint16_t>(), outd, y.ptr<float>());
+    thread_local std::vector<float> wide;
+    wide.resize(size_t(outd * in));
+    const uint16_t* h = weight.ptr<uint16_t>();
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = f16_to_f32(h[i]);
+    Tensor w32;  // a borrowed view of the scratch
+    w32.data = wide.data();
+    w32.shape = weight.shape;
+    return linear(x, w32, y);
+  }
   if (n <= cpu::kSkinnyMaxRows && cpu::skinny_enabled())
     return cpu::linear_skinny(x.ptr<float>(), n, in, weight.ptr<float>(), outd, y.ptr<float>());
   if (n == 1) {

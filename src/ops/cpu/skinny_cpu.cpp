@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/half.h"
 #include "ops/cpu/cpu_threads.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define TF_HAVE_AVX2_BUILD 1
 #else
@@ -31,10 +33,10 @@ namespace generic {
 // The AVX2 build of the same body, for CPUs that have it (checked at run time:
 // the binary itself targets baseline x86-64).
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif
 namespace avx2 {
 #define TF_SKINNY_AVX2 1
@@ -69,7 +71,11 @@ bool cpu_has_avx2() {
   static const bool has = [] {
     __builtin_cpu_init();
     if (std::strcmp(kernels_env(), "generic") == 0) return false;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // F16C (the f16 weights' widening) by CPUID leaf 1, ECX bit 29: every AVX2 CPU has it, but the body is
+    // built for all three, so all three are checked.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   }();
   return has;
 #else
@@ -83,9 +89,8 @@ bool use_avx2() { return cpu_has_avx2() && !g_force_generic.load(std::memory_ord
 // pool costs more than the rows.
 constexpr int64_t kParallelMinWeights = 32 * 1024;
 
-}  // namespace
-
-void linear_skinny(const float* x, int64_t n, int64_t in, const float* w, int64_t outd, float* y) {
+template <typename WT>
+void linear_skinny_any(const float* x, int64_t n, int64_t in, const WT* w, int64_t outd, float* y) {
   if (n <= 0 || outd <= 0) return;
   const bool v = use_avx2();
   auto rows = [&](int64_t b, int64_t e) {  // tiles of kMR output rows [b, e)
@@ -98,6 +103,16 @@ void linear_skinny(const float* x, int64_t n, int64_t in, const float* w, int64_
   const int64_t tiles = (outd + kMR - 1) / kMR;
   if (outd * in < kParallelMinWeights) return rows(0, tiles);
   parallel_for(tiles, rows);
+}
+
+}  // namespace
+
+void linear_skinny(const float* x, int64_t n, int64_t in, const float* w, int64_t outd, float* y) {
+  linear_skinny_any(x, n, in, w, outd, y);
+}
+
+void linear_skinny(const float* x, int64_t n, int64_t in, const uint16_t* w_f16, int64_t outd, float* y) {
+  linear_skinny_any(x, n, in, w_f16, outd, y);
 }
 
 void attention_skinny(const float* q, const int32_t* q_positions, int64_t n, const KVView& kv, float* out,

@@ -36,6 +36,9 @@ constexpr int64_t kAttentionSplitSlots = 128;
 
 // y[n, outd] = x[n, in] . w[outd, in]^T, rows contiguous.
 void linear_skinny(const float* x, int64_t n, int64_t in, const float* w, int64_t outd, float* y);
+// The same with f16 weights (IEEE half bits), widened exactly as they are read:
+// the bits of the f32 call on the widened weights, at half the bytes read.
+void linear_skinny(const float* x, int64_t n, int64_t in, const uint16_t* w_f16, int64_t outd, float* y);
 
 // ops::attention for n <= kSkinnyMaxRows queries (q, out [n, heads, head_dim];
 // masking as ops::attention documents). Its scratch is bounded by the rows
