@@ -187,6 +187,24 @@ struct ArgmaxIds {
 ArgmaxIds argmax_ids(const std::vector<int32_t>& ids, int64_t full_vocab, Device dev);
 void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids = nullptr);
 
+// ---- sampling at T > 0 on the device (kernels/speculative_sampling.cuh has
+// the rules; CUDA tensors only: on the host, gen/sampling.h and
+// speculative/verify.h are the same rules) ----
+// out[r] <- the draw from row r of probs with number counter + r of the
+// Philox stream `seed` (tf::draw_from's rule). probs f32 [n, vocab]; out i32 [n].
+void draw_rows(const Tensor& probs, Tensor& out, uint64_t seed, uint64_t counter);
+// One level's verification of proposals x (speculative::verify's rule, T >
+// 0): q f32 [>= g, vocab] the proposals' rows, p f32 [>= g + 1, vocab] the
+// verifier's; out i32 [3] <- accepted k, the token emitted after them, 1 if
+// it was drawn after a rejection. residual false: the reference's middle-level
+// bug (tests). Uniform i is number counter + i; the final draw is number
+// counter + (k + 1 after a rejection, g after none).
+void verify_rows(const Tensor& q, const Tensor& p, const std::vector<int32_t>& x, uint64_t seed, uint64_t counter,
+                 bool residual, Tensor& out);
+// out[r, ids[j]] <- in[r, j], `fill` elsewhere: a reduced vocabulary's rows
+// made full (model/draft_vocab.h). in f32 [n, k]; ids i32 [k]; out f32 [n, vocab].
+void expand_columns(const Tensor& in, const Tensor& ids, float fill, Tensor& out);
+
 // ---- launch overlap in a decode step (programmatic dependent launch) ----
 // While a StepLaunchOverlap made with on = true lives, the CUDA step kernels
 // this thread launches may start while their predecessor drains (their

@@ -469,6 +469,24 @@ ArgmaxIds argmax_ids(const std::vector<int32_t>& ids, int64_t full_vocab, Device
   return a;
 }
 
+// The device forms of the host's sampling rules (gen/sampling.h,
+// speculative/verify.h): a host caller uses those directly.
+void draw_rows(const Tensor& probs, Tensor& out, uint64_t seed, uint64_t counter) {
+  TF_CHECK(probs.device == Device::CUDA, "draw_rows: CUDA rows only (the host draws with tf::draw_from)");
+  cuda_body::draw_rows(probs, out, seed, counter);
+}
+
+void verify_rows(const Tensor& q, const Tensor& p, const std::vector<int32_t>& x, uint64_t seed, uint64_t counter,
+                 bool residual, Tensor& out) {
+  TF_CHECK(p.device == Device::CUDA, "verify_rows: CUDA rows only (the host verifies with speculative::verify)");
+  cuda_body::verify_rows(q, p, x, seed, counter, residual, out);
+}
+
+void expand_columns(const Tensor& in, const Tensor& ids, float fill, Tensor& out) {
+  TF_CHECK(in.device == Device::CUDA, "expand_columns: CUDA rows only (the host uses expand_restricted_logits)");
+  cuda_body::expand_columns(in, ids, fill, out);
+}
+
 void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids) {
   if (x.device == Device::CUDA) return cuda_body::argmax(x, out, ids);
   expect("argmax", "x", x, DType::F32, 2);

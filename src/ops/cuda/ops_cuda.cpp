@@ -19,6 +19,7 @@
 #include "rope.cuh"
 #include "sampling.cuh"
 #include "softmax_top_p.cuh"
+#include "speculative_sampling.cuh"
 #include "stream.cuh"
 #endif
 
@@ -331,6 +332,53 @@ void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& sp)
   cuda::softmax_top_p(p, cuda::compute_stream());
 }
 
+void draw_rows(const Tensor& probs, Tensor& out, uint64_t seed, uint64_t counter) {
+  expect_dev("draw_rows", "probs", probs, 2);
+  expect_dev("draw_rows", "out", out, 1);
+  TF_CHECK(probs.dtype == DType::F32 && out.dtype == DType::I32 && out.shape[0] == probs.shape[0],
+           "draw_rows: expected f32 [n, vocab] into i32 [n], got " << shape_str(probs.shape) << " into "
+                                                                  << shape_str(out.shape));
+  cuda::DrawRowsParams p;
+  p.probs = probs.ptr<float>(), p.out = out.ptr<int32_t>(), p.n = probs.shape[0], p.vocab = probs.shape[1];
+  p.seed = seed, p.counter = counter;
+  cuda::draw_rows(p, cuda::compute_stream());
+}
+
+void verify_rows(const Tensor& q, const Tensor& p, const std::vector<int32_t>& x, uint64_t seed, uint64_t counter,
+                 bool residual, Tensor& out) {
+  expect_dev("verify_rows", "q", q, 2);
+  expect_dev("verify_rows", "p", p, 2);
+  expect_dev("verify_rows", "out", out, 1);
+  const int64_t g = int64_t(x.size());
+  TF_CHECK(q.dtype == DType::F32 && p.dtype == DType::F32 && out.dtype == DType::I32 && out.shape[0] >= 3,
+           "verify_rows: expected f32 q and p rows into i32 [3]");
+  TF_CHECK(p.shape[1] == q.shape[1] && q.shape[0] >= g && p.shape[0] >= g + 1,
+           "verify_rows: " << g << " proposals need q [>= " << g << ", V] and p [>= " << g + 1 << ", V], got q "
+                           << shape_str(q.shape) << " and p " << shape_str(p.shape));
+  TF_CHECK(g <= cuda::kMaxVerifyProposals,
+           "verify_rows: " << g << " proposals exceed the kernel's " << cuda::kMaxVerifyProposals);
+  cuda::VerifyRowsParams vp;
+  vp.q = q.ptr<float>(), vp.p = p.ptr<float>(), vp.g = g, vp.vocab = p.shape[1];
+  std::copy(x.begin(), x.end(), vp.x);
+  vp.seed = seed, vp.counter = counter, vp.residual = residual, vp.out = out.ptr<int32_t>();
+  cuda::verify_rows(vp, cuda::compute_stream());
+}
+
+void expand_columns(const Tensor& in, const Tensor& ids, float fill, Tensor& out) {
+  expect_dev("expand_columns", "in", in, 2);
+  expect_dev("expand_columns", "ids", ids, 1);
+  expect_dev("expand_columns", "out", out, 2);
+  TF_CHECK(in.dtype == DType::F32 && out.dtype == DType::F32 && ids.dtype == DType::I32 &&
+               ids.shape[0] == in.shape[1] && out.shape[0] == in.shape[0] && out.shape[1] >= in.shape[1],
+           "expand_columns: expected f32 [n, k] with i32 [k] ids into f32 [n, >= k], got "
+               << shape_str(in.shape) << ", " << shape_str(ids.shape) << ", " << shape_str(out.shape));
+  TF_CHECK(in.data != out.data, "expand_columns: out must not alias in");
+  cuda::ExpandColumnsParams p;
+  p.in = in.ptr<float>(), p.ids = ids.ptr<int32_t>(), p.out = out.ptr<float>();
+  p.n = in.shape[0], p.k = in.shape[1], p.vocab = out.shape[1], p.fill = fill;
+  cuda::expand_columns(p, cuda::compute_stream());
+}
+
 #else  // built without CUDA
 
 namespace {
@@ -353,6 +401,11 @@ void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&, const ArgmaxIds*) { none("argmax"); }
 void softmax_top_p(const Tensor&, Tensor&, const SoftmaxParams&) { none("softmax_top_p"); }
+void draw_rows(const Tensor&, Tensor&, uint64_t, uint64_t) { none("draw_rows"); }
+void verify_rows(const Tensor&, const Tensor&, const std::vector<int32_t>&, uint64_t, uint64_t, bool, Tensor&) {
+  none("verify_rows");
+}
+void expand_columns(const Tensor&, const Tensor&, float, Tensor&) { none("expand_columns"); }
 
 #endif
 

@@ -26,5 +26,9 @@ void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Ten
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
+void draw_rows(const Tensor& probs, Tensor& out, uint64_t seed, uint64_t counter);
+void verify_rows(const Tensor& q, const Tensor& p, const std::vector<int32_t>& x, uint64_t seed, uint64_t counter,
+                 bool residual, Tensor& out);
+void expand_columns(const Tensor& in, const Tensor& ids, float fill, Tensor& out);
 
 }  // namespace tf::ops::cuda_body
