@@ -163,10 +163,12 @@ Tensor LlamaModel::forward_capturing_last_query(const std::vector<int32_t>& toke
 namespace {
 int64_t g_forwarded = 0;  // every model of the process (forwards run on one thread)
 int64_t g_greedy_forwards = 0;
+int64_t g_sampled_forwards = 0;
 }  // namespace
 
 int64_t LlamaModel::process_forwarded_tokens() { return g_forwarded; }
 int64_t LlamaModel::process_greedy_forwards() { return g_greedy_forwards; }
+int64_t LlamaModel::process_sampled_forwards() { return g_sampled_forwards; }
 
 int64_t LlamaModel::check_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
                                   const FullKVCache& cache, int64_t n_out) const {
@@ -218,8 +220,15 @@ void LlamaModel::run_forward(const std::vector<int32_t>& tokens, const std::vect
       if (c0 + m > out_from) {
         from = std::max<int64_t>(0, out_from - c0);  // row within chunk
         const int64_t row = c0 + from - out_from;    // row of the call's output
-        if (out.ids) dst.ids = out.ids + row;
-        else dst.logits = out.logits + row * V;
+        if (out.device) {
+          // dlogits_ holds one chunk's rows: every output row must be in this one.
+          TF_CHECK(row == 0 && c0 + m == n, "forward: device rows out span chunks");
+          dst.device = true;
+        } else if (out.ids) {
+          dst.ids = out.ids + row;
+        } else {
+          dst.logits = out.logits + row * V;
+        }
       }
       const int64_t slot = stage_chunk(tokens.data() + c0, pos32.data() + c0, m, cache, rope);
       run_step(m, slot, cache, from, dst, c0 + m == n);
@@ -255,6 +264,69 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
   run_forward(tokens, positions, cache, n_out, out);
   ++greedy_forwards_;
   ++g_greedy_forwards;
+}
+
+bool LlamaModel::device_sampling_enabled() {
+  const char* v = std::getenv("TRIFORCE_DEVICE_SAMPLING");
+  return !v || std::string(v) != "0";
+}
+
+void LlamaModel::forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
+                                       const ops::SoftmaxParams& sp, Tensor& rows) {
+  std::vector<int64_t> pos(tokens.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = cache.length() + int64_t(i);
+  forward_distributions(tokens, pos, cache, n_out, sp, rows);
+}
+
+void LlamaModel::forward_distributions(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                                       FullKVCache& cache, int64_t n_out, const ops::SoftmaxParams& sp,
+                                       Tensor& rows) {
+  TF_CHECK(greedy_on_device_, "forward_distributions: "
+                                  << (device_ == Device::CPU ? "a CPU model" : "a vocab-parallel lm_head shard")
+                                  << " samples from forward()'s logits on the host");
+  TF_CHECK(!capture_q_, "forward_distributions: not inside forward_capturing_last_query");
+  n_out = check_forward(tokens, positions, cache, n_out);
+  const int64_t V = cfg_.vocab_size, n = int64_t(tokens.size());
+  TF_CHECK(rows.device == Device::CUDA && rows.dtype == DType::F32 && rows.shape.size() == 2 &&
+               rows.shape[0] == n_out && rows.shape[1] == V,
+           "forward_distributions: rows must be CUDA f32 [" << n_out << ", " << V << "], got "
+                                                            << shape_str(rows.shape));
+  TF_CHECK(n_out >= 1 && n_out <= dlogits_.shape[0] && n_out <= max_chunk_,
+           "forward_distributions: " << n_out << " rows out, at most " << std::min(dlogits_.shape[0], max_chunk_));
+  // dlogits_ holds the last chunk's rows only: a call whose rows would start in
+  // an earlier chunk forwards the tokens before them first (their own call).
+  const int64_t last_chunk = (n - 1) / max_chunk_ * max_chunk_;
+  if (n - n_out < last_chunk) {
+    const int64_t head = n - n_out;
+    const std::vector<int32_t> t0(tokens.begin(), tokens.begin() + head), t1(tokens.begin() + head, tokens.end());
+    const std::vector<int64_t> p0(positions.begin(), positions.begin() + head),
+        p1(positions.begin() + head, positions.end());
+    const int64_t start_len = cache.length();
+    if (head > 0) run_forward(t0, p0, cache, 0, RowsOut{});
+    try {
+      forward_distributions(t1, p1, cache, n_out, sp, rows);
+    } catch (...) {
+      cache.truncate(start_len);
+      throw;
+    }
+    return;
+  }
+  RowsOut out;
+  out.device = true;
+  run_forward(tokens, positions, cache, n_out, out);
+  const int64_t K = w_.lm_head.dim(0);
+  Tensor lg = dlogits_;
+  lg.shape = {n_out, K};
+  if (head_argmax_.ids.data) {
+    // A reduced vocabulary: its logits placed among -inf (what
+    // expand_restricted_logits makes on the host), then the softmax in place.
+    ops::expand_columns(lg, head_argmax_.ids, -std::numeric_limits<float>::infinity(), rows);
+    ops::softmax_top_p(rows, rows, sp);
+  } else {
+    ops::softmax_top_p(lg, rows, sp);
+  }
+  ++sampled_forwards_;
+  ++g_sampled_forwards;
 }
 
 Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
@@ -323,13 +395,15 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
   const ops::KVView v0 = cache.view(0);
   StepGraphKey key;
   key.n = n, key.rows_out = rows_out, key.ids = rows_out && out.ids, key.grid_slots = g.grid_slots;
+  key.device_rows = rows_out && out.device;
   key.capacity = cache.capacity();
   key.k = v0.dev_k, key.v = v0.dev_v, key.length = v0.dev_length, key.workspace = attn_ws_.data;
   RowsOut staged;  // pinned, so the graph's copy of the rows is a node that does not wait
-  if (key.ids) staged.ids = ids_host_.ptr<int32_t>();
+  if (key.device_rows) staged.device = true;
+  else if (key.ids) staged.ids = ids_host_.ptr<int32_t>();
   else if (rows_out) staged.logits = logits_host_.ptr<float>();
   graphs_.run(key, [&] { run_chunk(n, slot, cache, rows_out ? out_from : n, staged, capture_last_row, &g); });
-  if (!rows_out) {  // nothing to read: the next stage_chunk waits for the replay's uploads, not this call
+  if (!rows_out || key.device_rows) {  // nothing to read here: the next stage_chunk waits for the replay's uploads
     staging_free_.record();
     return;
   }
@@ -536,6 +610,10 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       lg.shape = {m, V};
       Tensor xr = slice_rows(xo, r0, r0 + m);
       ops::linear(xr, w_.lm_head, lg);
+      if (out.device) {  // the rows stay where they are, for forward_distributions
+        TF_CHECK(rows_out <= block, "forward: " << rows_out << " device rows out, at most " << block);
+        continue;
+      }
       if (out.ids) {
         argmax_rows(r0, m);  // a step kernel: the next block's lm_head may overlap its tail
         continue;

@@ -99,6 +99,27 @@ class LlamaModel {
   // (tests check that a greedy run really took the device path).
   int64_t greedy_forwards() const { return greedy_forwards_; }
   static int64_t process_greedy_forwards();
+  // The T > 0 form of forward_greedy, on the same models: rows (the caller's
+  // CUDA f32 [n_out, config().vocab_size]) <- the sampling distribution
+  // (ops::softmax_top_p with sp) of each of the last n_out logits rows that
+  // forward(tokens, positions, cache, n_out) computes, a reduced vocabulary's
+  // rows made full (zero outside its ids). Nothing is copied back and nothing
+  // waits: the rows are on the stream for ops::draw_rows / ops::verify_rows.
+  // The lm_head rows come from the same step (graph) as forward()'s; the
+  // softmax runs after it, outside the graph (temperature and top-p are not
+  // part of a step's key). Where sampling_on_device() only.
+  void forward_distributions(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                             FullKVCache& cache, int64_t n_out, const ops::SoftmaxParams& sp, Tensor& rows);
+  // Positions cache.length() + i.
+  void forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
+                             const ops::SoftmaxParams& sp, Tensor& rows);
+  // greedy_on_device()'s models; TRIFORCE_DEVICE_SAMPLING=0 (read at each
+  // call) sends every T > 0 caller back to forward() and the host rules.
+  bool sampling_on_device() const { return greedy_on_device_ && device_sampling_enabled(); }
+  static bool device_sampling_enabled();
+  // forward_distributions calls of this model, and of every model of this process.
+  int64_t sampled_forwards() const { return sampled_forwards_; }
+  static int64_t process_sampled_forwards();
   // forward() that also hands back the post-RoPE query of the call's last token
   // per layer ([layers][heads * head_dim]): what the retrieval cache scores its
   // chunks against, taken from the one forward that computes it anyway.
@@ -122,7 +143,8 @@ class LlamaModel {
   struct RowsOut {
     float* logits = nullptr;
     int32_t* ids = nullptr;
-    explicit operator bool() const { return logits || ids; }
+    bool device = false;  // CUDA: the lm_head rows stay in dlogits_ (forward_distributions)
+    explicit operator bool() const { return logits || ids || device; }
   };
   // forward()'s checks; returns n_out resolved (-1: all tokens).
   int64_t check_forward(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
@@ -155,6 +177,7 @@ class LlamaModel {
   int64_t max_chunk_;
   int64_t forwarded_ = 0;
   int64_t greedy_forwards_ = 0;
+  int64_t sampled_forwards_ = 0;
   KVOffloadOptions offload_;
   Rope rope_;
   void stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
@@ -179,7 +202,7 @@ class LlamaModel {
   // pinned staging (ints_host_, cossin_), which stage_chunk then refills
   StreamMark staging_free_;
   Tensor dids_, ids_host_;
-  ops::ArgmaxIds head_argmax_;
+  ops::ArgmaxIds head_argmax_;  // also the reduced vocabulary's ids that forward_distributions expands to
   StepFusions fusions_;
   // CUDA prefill: the options, and the stacked GEMMs' [max_chunk, ...] outputs (made on first use)
   PrefillOptions prefill_;

@@ -141,6 +141,7 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
       lg.shape = {n - out_from, V};
       ops::linear(xo, w_.lm_head, lg);
     }
+    if (out.device) return;  // the rows stay in dlogits_ for forward_distributions
     if (out.ids) {  // the rows' argmax on the device: only the ids come back
       argmax_rows(0, n - out_from);
       const size_t bytes = size_t(n - out_from) * sizeof(int32_t);

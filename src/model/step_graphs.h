@@ -17,9 +17,11 @@ namespace tf {
 struct StepGraphKey {
   int64_t n = 0, rows_out = 0, grid_slots = 0, capacity = 0;
   bool ids = false;  // the rows out are argmax ids (forward_greedy), not logits
+  bool device_rows = false;  // the logits rows stay on the device (forward_distributions): no copy node
   const void *k = nullptr, *v = nullptr, *length = nullptr, *workspace = nullptr;
   bool operator==(const StepGraphKey& o) const {
-    return n == o.n && rows_out == o.rows_out && ids == o.ids && grid_slots == o.grid_slots &&
+    return n == o.n && rows_out == o.rows_out && ids == o.ids && device_rows == o.device_rows &&
+           grid_slots == o.grid_slots &&
            capacity == o.capacity && k == o.k && v == o.v && length == o.length && workspace == o.workspace;
   }
 };
