@@ -68,6 +68,12 @@ void DrivenLevel::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std
   local_->greedy_ids(seq, n_out, ids);
 }
 
+void DrivenLevel::device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                                       Tensor& rows) {
+  driver_->queue(StepOp{Op::logits, id_, {n_out}, seq});
+  local_->device_distributions(seq, n_out, sp, rows);
+}
+
 void DrivenLevel::sync(const std::vector<int32_t>& context) {
   driver_->queue(StepOp{Op::sync, id_, {}, context});
   local_->sync(context);

@@ -45,6 +45,10 @@ class DrivenLevel : public TargetLevel {
   // are the same call); rank 0's level takes the ids as it can (on a
   // vocab-parallel shard: from the all-gathered logits).
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
+  // The same for T > 0 rows kept on rank 0's device.
+  bool distributions_on_device() const override { return local_->distributions_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   void begin(const std::vector<int32_t>& prompt) override;

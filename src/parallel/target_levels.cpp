@@ -28,6 +28,11 @@ class FullLevel : public TargetLevel {
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
     r_.greedy_ids(seq, n_out, ids);
   }
+  bool distributions_on_device() const override { return r_.distributions_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override {
+    r_.device_distributions(seq, n_out, sp, rows);
+  }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }
   void begin(const std::vector<int32_t>& prompt) override { r_.begin(prompt); }
@@ -49,6 +54,11 @@ class RetrievalLevel : public TargetLevel {
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
     r_.greedy_ids(seq, n_out, ids);
+  }
+  bool distributions_on_device() const override { return r_.distributions_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override {
+    r_.device_distributions(seq, n_out, sp, rows);
   }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }
@@ -76,6 +86,11 @@ class StreamingLevel : public TargetLevel {
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override { return r_.logits(seq, n_out); }
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override {
     r_.greedy_ids(seq, n_out, ids);
+  }
+  bool distributions_on_device() const override { return r_.distributions_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override {
+    r_.device_distributions(seq, n_out, sp, rows);
   }
   void sync(const std::vector<int32_t>& context) override { r_.sync(context); }
   void reset() override { r_.reset(); }

@@ -44,8 +44,24 @@ const ModelRunner& SpecChain::runner(int level) const {
   return *r;
 }
 
+int64_t SpecChain::max_proposal(int level) const {
+  // The drafter proposes at most gamma[0]; a middle level stops once it holds
+  // gamma[l] tokens, after adding at most one sub-proposal and its extra token.
+  int64_t m = opt_.gamma[0];
+  for (int l = 1; l <= level; ++l) m = opt_.gamma[size_t(l)] - 1 + m + 1;
+  return m;
+}
+
+bool SpecChain::use_device_sampling(const SamplingParams& sp) const {
+  if (sp.greedy() || !opt_.simulate_acceptance.empty() || !drafter_->samples_on_device()) return false;
+  for (auto* r : levels_)
+    if (!r->distributions_on_device()) return false;
+  // The verify kernel's proposals, and the rows one step leaves on the device.
+  return max_proposal(levels() - 2) + 1 <= 32;
+}
+
 void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Proposal& sub,
-                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p, size_t p_offset) {
+                            const SamplingParams& sp, VerifyResult& vr, std::vector<float>& p, int64_t p_row) {
   Verifier& run = *levels_[size_t(level - 1)];
   LevelMetrics& m = metrics_[size_t(level)];
   ScopedPhase timed(*clock_, m.ns);
@@ -65,9 +81,17 @@ void SpecChain::verify_into(int level, std::vector<int32_t>& context, const Prop
              ? verify_greedy(sub.tokens, best_)
              : verify_simulated_greedy(sub.tokens, best_, opt_.simulate_acceptance[size_t(level - 1)],
                                        sim_rng_[size_t(level)]);
+  } else if (device_) {
+    // The rows stay on the device; the decision comes back.
+    DeviceSampler& rows = dev_rows_[size_t(level)];
+    Tensor pr = rows.view(p_row, g + 1);
+    run.device_distributions(context, g + 1, sp, pr);
+    context.resize(n_ctx);
+    vr = rows.verify(sub.tokens, sub.q_device, pr, rng_[size_t(level)], top ? opt_.top_mode : opt_.middle_mode);
   } else {
     Tensor lg = run.logits(context, g + 1);
     context.resize(n_ctx);
+    const size_t p_offset = size_t(p_row * V);
     if (p.size() < p_offset + size_t((g + 1) * V)) p.resize(p_offset + size_t((g + 1) * V));
     float* pl = p.data() + p_offset;
     if (opt_.simulate_acceptance.empty()) {
@@ -100,17 +124,18 @@ Proposal SpecChain::propose(int level, std::vector<int32_t>& ctx, const Sampling
   while (int64_t(out.tokens.size()) < opt_.gamma[size_t(level)]) {
     Proposal sub = propose(level - 1, ctx, sp);
     // Emitted token k was drawn (marginally) from p row k: that is its proposal
-    // upward, so the rows are made in place at the end of out.q and the ones
-    // past the emitted tokens cut off. At T = 0 proposals carry no q (greedy
-    // verification reads ids only).
-    const size_t q_rows = out.q.size();
+    // upward, so the rows are made in place at the end of out.q (or of this
+    // level's device rows) and the ones past the emitted tokens cut off. At
+    // T = 0 proposals carry no q (greedy verification reads ids only).
+    const int64_t q_rows = int64_t(out.tokens.size());
     verify_into(level, ctx, sub, sp, vr, out.q, q_rows);
-    if (!sp.greedy()) out.q.resize(q_rows + vr.tokens.size() * size_t(V));
+    if (!sp.greedy() && !device_) out.q.resize(size_t(q_rows + int64_t(vr.tokens.size())) * size_t(V));
     for (int32_t t : vr.tokens) {
       out.tokens.push_back(t);
       ctx.push_back(t);
     }
   }
+  if (device_) out.q_device = dev_rows_[size_t(level)].view(0, int64_t(out.tokens.size()));
   ctx.resize(n_ctx);
   return out;
 }
@@ -138,6 +163,14 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   sim_rng_.clear();
   for (int l = 0; l < levels(); ++l) sim_rng_.push_back(RngStream::for_simulation(sp.seed, l));
   metrics_.assign(size_t(levels()), LevelMetrics{});
+  device_ = use_device_sampling(sp);
+  drafter_->set_device_sampling(device_);
+  if (device_) {
+    dev_rows_.resize(size_t(levels()));
+    // Level l's rows: its proposal upward (a middle level), or one verification's p rows (the top).
+    for (int l = 1; l < levels(); ++l)
+      dev_rows_[size_t(l)].reserve(l + 1 < levels() ? max_proposal(l) : max_proposal(l - 1) + 1, levels_[0]->vocab());
+  }
 
   ChainResult res;
   auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
@@ -190,6 +223,7 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   }
   res.gen.decode_ms = res.gen.tokens.size() > 1 ? ms_since(t1) : 0.0;
   res.levels = metrics_;
+  res.device_sampling = device_;
   return res;
 }
 

@@ -11,6 +11,10 @@
 // Every cache is rolled back (truncated to the committed prefix) after each
 // verification. Lossless at any temperature/top-p with ResampleMode::residual;
 // exactly generate_autoregressive's output at T = 0.
+// At T > 0, where the drafter and every level can (CUDA models with the whole
+// vocabulary's head; TRIFORCE_DEVICE_SAMPLING unset or 1), the q and p rows
+// stay on the device and only the decisions come back (device_sampler.h);
+// otherwise they come to the host as logits.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -65,6 +69,7 @@ struct ChainResult {
   std::vector<LevelMetrics> levels;  // [0] unused (the drafter), [l] = level l as verifier
   int64_t top_steps = 0;
   std::vector<StepRecord> steps;
+  bool device_sampling = false;  // T > 0 rows and decisions stayed on the device (see above)
 };
 
 class SpecChain {
@@ -91,10 +96,15 @@ class SpecChain {
   // context: the committed context, extended in place while a call works and
   // restored before it returns, so no call copies the prompt.
   Proposal propose(int level, std::vector<int32_t>& context, const SamplingParams& sp);
-  // T > 0: level's p rows [g+1, V] go to p from p_offset on (p grows to fit);
-  // rows 0..vr.accepted are the emitted tokens' (the rest may be unwritten).
+  // T > 0: level's p rows [g+1, V] go to rows p_row.. of p (p grows to fit),
+  // or of the level's device rows (device_); rows 0..vr.accepted are the
+  // emitted tokens' (the rest may be unwritten).
   void verify_into(int level, std::vector<int32_t>& context, const Proposal& sub, const SamplingParams& sp,
-                   VerifyResult& vr, std::vector<float>& p, size_t p_offset);
+                   VerifyResult& vr, std::vector<float>& p, int64_t p_row);
+  // Whether this generate() keeps T > 0 rows on the device, and the rows each
+  // level reserves for it (the most p rows one of its proposals can hold).
+  bool use_device_sampling(const SamplingParams& sp) const;
+  int64_t max_proposal(int level) const;
 
   Drafter* drafter_;
   void init_checks();
@@ -107,6 +117,8 @@ class SpecChain {
   std::vector<int32_t> best_;  // T = 0: the verifier's argmax per row
   VerifyScratch scratch_;      // T > 0: buffers reused by every level's verification
   std::vector<float> p_top_;   // T > 0: the top level's p rows, reused step to step
+  bool device_ = false;        // T > 0 on the device (use_device_sampling)
+  std::vector<DeviceSampler> dev_rows_;  // [l]: level l's p rows on the device (l >= 1)
   PhaseClock default_clock_;
   const PhaseClock* clock_ = &default_clock_;
 };

@@ -84,6 +84,17 @@ void Verifier::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::v
   host_greedy_ids(logits(seq, n_out), ids);
 }
 
+void Verifier::device_distributions(const std::vector<int32_t>&, int64_t, const SamplingParams&, Tensor&) {
+  TF_FAIL("device_distributions: this level samples on the host (distributions_on_device() is false)");
+}
+
+void ModelRunner::device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                                       Tensor& rows) {
+  std::vector<int32_t> fresh = prepare(seq, n_out);
+  model_->forward_distributions(fresh, cache_, n_out, softmax_params(sp), rows);
+  cached_.append(fresh.begin(), fresh.end());
+}
+
 void host_greedy_ids(const Tensor& logits, std::vector<int32_t>& ids) {
   const int64_t n = logits.dim(0), V = logits.dim(1);
   ids.resize(size_t(n));
@@ -103,10 +114,16 @@ int32_t draft_token(const float* logits, int64_t vocab, const SamplingParams& sp
 }
 
 Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
-                                RngStream& rng, TokenMirror& seq) {
+                                RngStream& rng, TokenMirror& seq, DeviceSampler* device) {
   Proposal pr;
   const int64_t V = v.vocab();
-  if (!sp.greedy()) pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
+  if (sp.greedy()) device = nullptr;
+  if (device) {
+    device->reserve(k, V);
+    pr.q_device = device->view(0, k);
+  } else if (!sp.greedy()) {
+    pr.q.resize(size_t(k * V));  // T = 0: ids only (verify_greedy)
+  }
   seq.truncate(seq.common(context));
   seq.append(context.begin() + int64_t(seq.size()), context.end());
   std::vector<int32_t> id;
@@ -115,6 +132,10 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
     if (sp.greedy()) {  // the id alone (on a CUDA model the argmax never leaves the device)
       v.greedy_ids(seq.tokens(), 1, id);
       t = id[0];
+    } else if (device) {  // the q row stays on the device; its draw comes back
+      Tensor row = device->view(i, 1);
+      v.device_distributions(seq.tokens(), 1, sp, row);
+      t = device->draw(row, rng);
     } else {
       Tensor lg = v.logits(seq.tokens(), 1);
       t = draft_token(lg.ptr<float>(), V, sp, rng, pr.q.data() + i * V);
@@ -127,12 +148,12 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
 
 Proposal ModelDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                RngStream& rng) {
-  return propose_autoregressive(runner_, context, k, sp, rng, seq_);
+  return propose_autoregressive(runner_, context, k, sp, rng, seq_, device_sampling_ ? &q_rows_ : nullptr);
 }
 
 Proposal VerifierDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                                   RngStream& rng) {
-  return propose_autoregressive(*v_, context, k, sp, rng, seq_);
+  return propose_autoregressive(*v_, context, k, sp, rng, seq_, device_sampling_ ? &q_rows_ : nullptr);
 }
 
 Proposal NgramDrafter::propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams&, RngStream&) {

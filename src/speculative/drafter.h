@@ -18,6 +18,7 @@
 #include "gen/sampling.h"
 #include "kv/full_cache.h"
 #include "model/llama.h"
+#include "speculative/device_sampler.h"
 #include "speculative/token_mirror.h"
 #include "speculative/verify.h"
 
@@ -37,6 +38,14 @@ class Verifier {
   // the argmax on the device (LlamaModel::greedy_on_device) bring back only
   // the n_out ids.
   virtual void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids);
+  // The T > 0 counterpart where the logits are (LlamaModel::sampling_on_device):
+  // rows (CUDA f32 [n_out, vocab()], the caller's) <- the sampling
+  // distribution of each row of logits(seq, n_out), the same state afterwards,
+  // nothing copied back (LlamaModel::forward_distributions). Only where
+  // distributions_on_device(); the default has none.
+  virtual bool distributions_on_device() const { return false; }
+  virtual void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                                    Tensor& rows);
   // Roll back to the longest common prefix with the committed context.
   virtual void sync(const std::vector<int32_t>& context) = 0;
   virtual void reset() = 0;
@@ -61,6 +70,9 @@ class ModelRunner : public Verifier {
   // (1 <= n_out <= seq.size()); the cache then holds all of seq.
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
+  bool distributions_on_device() const override { return model_->sampling_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override;
   // Roll the cache back to its longest common prefix with the committed `context`.
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
@@ -90,7 +102,18 @@ struct Proposal {
   // [tokens.size(), vocab]; model drafters and middle levels leave it empty at
   // T = 0, where verification compares ids only (verify_greedy).
   std::vector<float> q;
+  // T > 0 with device sampling (Drafter::set_device_sampling): the same rows
+  // on CUDA, [tokens.size(), vocab], in the proposer's buffer (valid until its
+  // next call); q stays empty.
+  Tensor q_device;
 };
+
+// The softmax of a level's sampling (temperature and top-p) as the ops take it.
+inline ops::SoftmaxParams softmax_params(const SamplingParams& sp) {
+  ops::SoftmaxParams p;
+  p.temperature = sp.temperature, p.top_p = sp.top_p;
+  return p;
+}
 
 // A drafter's pick of one token from its logits row [vocab]: the argmax at
 // T = 0 (q_row not read or written, may be null); otherwise q_row <- the
@@ -104,9 +127,10 @@ void host_greedy_ids(const Tensor& logits, std::vector<int32_t>& ids);
 
 // k tokens drawn one at a time from v's logits after context (+ the tokens so
 // far). seq: the caller's copy of its last sequence, brought to context at
-// O(new tokens) rather than copied.
+// O(new tokens) rather than copied. With `device` (T > 0): the rows and
+// draws stay on the device (Proposal::q_device, in device's buffer).
 Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
-                                RngStream& rng, TokenMirror& seq);
+                                RngStream& rng, TokenMirror& seq, DeviceSampler* device = nullptr);
 // The committed context for such a copy.
 void sync_mirror(TokenMirror& seq, const std::vector<int32_t>& context);
 
@@ -126,6 +150,16 @@ class Drafter {
   virtual void begin(const std::vector<int32_t>& prompt) { reset(); }
   // Tokens of model state currently held (cache length), -1 if stateless.
   virtual int64_t cache_length() const { return -1; }
+  // Whether this drafter can keep its T > 0 rows and draws on the device, and
+  // the chain's choice for the next proposals (on only where it can): with it,
+  // T > 0 proposals carry q_device instead of q.
+  virtual bool samples_on_device() const { return false; }
+  virtual void set_device_sampling(bool on) { device_sampling_ = on && samples_on_device(); }
+  bool device_sampling() const { return device_sampling_; }
+
+ protected:
+  bool device_sampling_ = false;
+  DeviceSampler q_rows_;  // the device rows of the proposals (device_sampling_)
 };
 
 // A (small) LlamaModel with its own FullKVCache; rollback by truncate.
@@ -135,6 +169,7 @@ class ModelDrafter : public Drafter {
   int64_t vocab() const override { return runner_.vocab(); }
   Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                    RngStream& rng) override;
+  bool samples_on_device() const override { return runner_.distributions_on_device(); }
   void sync(const std::vector<int32_t>& context) override {
     runner_.sync(context);
     sync_mirror(seq_, context);
@@ -181,6 +216,7 @@ class VerifierDrafter : public Drafter {
   int64_t vocab() const override { return v_->vocab(); }
   Proposal propose(const std::vector<int32_t>& context, int64_t k, const SamplingParams& sp,
                    RngStream& rng) override;
+  bool samples_on_device() const override { return v_->distributions_on_device(); }
   void sync(const std::vector<int32_t>& context) override {
     v_->sync(context);
     sync_mirror(seq_, context);
@@ -216,6 +252,11 @@ class LayerSkipDrafter : public Drafter {
   void reset() override { inner_->reset(); }
   void begin(const std::vector<int32_t>& prompt) override { inner_->begin(prompt); }
   int64_t cache_length() const override { return inner_->cache_length(); }
+  bool samples_on_device() const override { return inner_->samples_on_device(); }
+  void set_device_sampling(bool on) override {
+    inner_->set_device_sampling(on);
+    device_sampling_ = inner_->device_sampling();
+  }
   ModelRunner& runner() { return inner_->runner(); }
 
  private:

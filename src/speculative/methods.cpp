@@ -426,6 +426,22 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
         top->greedy_ids(seq, 1, id);
         return id[0];
       });
+    } else if (top->distributions_on_device()) {
+      // T > 0 where the logits are (the speculative levels' rule, device_sampler.h):
+      // token i is the draw with number i of the seed's stream, as on the host.
+      DeviceSampler rows;
+      rows.reserve(1, V);
+      Tensor row = rows.view(0, 1);
+      uint64_t i = 0;
+      auto draw_next = [&] {
+        top->device_distributions(seq, 1, sp, row);
+        return rows.draw(row, sp.seed, i++);
+      };
+      g = decode_greedy_ids(draw_next(), max_new, req.stop_ids, [&](int32_t tok) {
+        seq.push_back(tok);
+        return draw_next();
+      });
+      out.device_sampling = true;
     } else {
       const Tensor first = top->logits(seq, 1);
       g = decode_autoregressive(first.ptr<float>(), V, max_new, sp, req.stop_ids, [&](int32_t tok) {
@@ -577,6 +593,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
     out.tokens = r.gen.tokens;
     out.stopped_at_eos = r.gen.stopped_at_eos;
     out.steps = r.steps;
+    out.device_sampling = r.device_sampling;
     // A stop token or the token budget can cut the last step short.
     out.token_kinds = kinds.substr(0, std::min(kinds.size(), r.gen.tokens.size()));
     for (const auto& m : monitors) out.retrieval_rebuilds += m.rebuilds();
@@ -676,6 +693,7 @@ nlohmann::json MethodOutcome::to_json() const {
                    {"decode", ms(times.decode)},
                    {"total", ms(times.total)}};
   j["prefill_reused"] = prefill_reused;
+  j["device_sampling"] = device_sampling;
   j["prefill_ms"] = ms(times.prefill);
   j["decode_ms_per_token"] = decode_ms_per_token;
   j["tokens_per_s"] = decode_ms_per_token > 0 ? 1000.0 / decode_ms_per_token : 0.0;

@@ -172,6 +172,9 @@ struct MethodOutcome {
   // The request's simulated acceptance rates; empty for a real run. In --json
   // "simulated_acceptance": [A1, ...], or false for a real run.
   std::vector<double> simulated_acceptance;
+  // T > 0 only: the rows and draws stayed on the device (speculative/device_sampler.h)
+  // rather than coming to the host as logits.
+  bool device_sampling = false;
   // Every field above (times in ms as *_ms), plus the CLI's summary keys.
   nlohmann::json to_json() const;
 };

@@ -72,20 +72,30 @@ std::vector<int32_t> RetrievalRunner::prepare(const std::vector<int32_t>& seq, i
   return fresh;
 }
 
-Tensor RetrievalRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+template <class Forward>
+void RetrievalRunner::step(const std::vector<int32_t>& seq, int64_t n_out, Forward&& forward) {
   std::vector<int64_t> pos;
   std::vector<int32_t> fresh = prepare(seq, n_out, pos);
-  Tensor out = model_->forward(fresh, pos, rc_.cache(), n_out);
+  forward(fresh, pos, rc_.cache());
   tail_.insert(tail_.end(), fresh.begin(), fresh.end());
+}
+
+Tensor RetrievalRunner::logits(const std::vector<int32_t>& seq, int64_t n_out) {
+  Tensor out;
+  step(seq, n_out, [&](const auto& t, const auto& pos, FullKVCache& c) { out = model_->forward(t, pos, c, n_out); });
   return out;
 }
 
 void RetrievalRunner::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
   if (!model_->greedy_on_device()) return Verifier::greedy_ids(seq, n_out, ids);
-  std::vector<int64_t> pos;
-  std::vector<int32_t> fresh = prepare(seq, n_out, pos);
-  model_->forward_greedy(fresh, pos, rc_.cache(), n_out, ids);
-  tail_.insert(tail_.end(), fresh.begin(), fresh.end());
+  step(seq, n_out, [&](const auto& t, const auto& pos, FullKVCache& c) { model_->forward_greedy(t, pos, c, n_out, ids); });
+}
+
+void RetrievalRunner::device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                                     Tensor& rows) {
+  step(seq, n_out, [&](const auto& t, const auto& pos, FullKVCache& c) {
+    model_->forward_distributions(t, pos, c, n_out, softmax_params(sp), rows);
+  });
 }
 
 }  // namespace tf::speculative

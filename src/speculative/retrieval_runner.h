@@ -15,6 +15,9 @@ class RetrievalRunner : public Verifier {
   int64_t vocab() const override { return model_->config().vocab_size; }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
+  bool distributions_on_device() const override { return model_->sampling_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   // Builds the cache from its own prefill, unless it already holds this prompt's
@@ -33,6 +36,10 @@ class RetrievalRunner : public Verifier {
   size_t common(const std::vector<int32_t>& seq);  // lcp of tail_ with seq[P-1:]
   // Rolls the tail back for a call with n_out rows out; the tokens to forward and their positions.
   std::vector<int32_t> prepare(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int64_t>& pos);
+  // One call of logits / greedy_ids / device_distributions: prepare, then
+  // forward(fresh tokens, their positions, the cache), then the tokens join the tail.
+  template <class Forward>
+  void step(const std::vector<int32_t>& seq, int64_t n_out, Forward&& forward);
 
   LlamaModel* model_;
   RetrievalKVCache rc_;

@@ -38,6 +38,13 @@ int32_t StreamingDrafter::forward_greedy(const std::vector<int32_t>& tokens, int
   return ids_[0];
 }
 
+void StreamingDrafter::forward_distribution(const std::vector<int32_t>& tokens, int64_t true_pos,
+                                            const SamplingParams& sp, Tensor& row) {
+  ++forwards_;
+  model_->forward_distributions(tokens, cache_.next_positions(int64_t(tokens.size()), true_pos), cache_.cache(), 1,
+                                softmax_params(sp), row);
+}
+
 void StreamingDrafter::drop_tail() {
   cache_.cache().truncate(base_len_);
   tail_.clear();
@@ -196,9 +203,25 @@ Proposal StreamingDrafter::propose(const std::vector<int32_t>& context, int64_t 
     }
     return pr;
   }
+  const int64_t V = vocab();
+  if (device_sampling_) {  // T > 0 with the rows on the device: each draw's id comes back, no row
+    q_rows_.reserve(k, V);
+    pr.q_device = q_rows_.view(0, k);
+    Tensor row = q_rows_.view(0, 1);
+    forward_distribution(fresh, int64_t(a + keep), sp, row);
+    tail_.insert(tail_.end(), fresh.begin(), fresh.end());
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t t = q_rows_.draw(row, rng);
+      pr.tokens.push_back(t);
+      if (i + 1 == k) break;
+      row = q_rows_.view(i + 1, 1);
+      forward_distribution(std::vector<int32_t>{t}, int64_t(context.size()) + i, sp, row);
+      tail_.push_back(t);
+    }
+    return pr;
+  }
   Tensor lg = forward(fresh, int64_t(a + keep));
   tail_.insert(tail_.end(), fresh.begin(), fresh.end());
-  const int64_t V = vocab();
   pr.q.resize(size_t(k * V));
   for (int64_t i = 0; i < k; ++i) {
     const int32_t t = draft_token(lg.ptr<float>(), V, sp, rng, pr.q.data() + i * V);

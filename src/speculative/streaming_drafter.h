@@ -39,6 +39,7 @@ class StreamingDrafter : public Drafter {
   // absorb_from_empty), unless it already holds exactly that.
   void begin(const std::vector<int32_t>& prompt) override;
   int64_t cache_length() const override { return cache_.length(); }
+  bool samples_on_device() const override { return model_->sampling_on_device(); }
   const StreamingKVCache& streaming() const { return cache_; }
   int64_t evicted() const { return evicted_; }
   int64_t absorbed_tokens() const { return int64_t(absorbed_.size()); }
@@ -61,6 +62,9 @@ class StreamingDrafter : public Drafter {
   Tensor forward(const std::vector<int32_t>& tokens, int64_t true_pos, int64_t n_out = 1);
   // The same forward's greedy id of its last token (on the device where the model can).
   int32_t forward_greedy(const std::vector<int32_t>& tokens, int64_t true_pos);
+  // The same forward's T > 0 row of its last token, left on the device (device_sampling_).
+  void forward_distribution(const std::vector<int32_t>& tokens, int64_t true_pos, const SamplingParams& sp,
+                            Tensor& row);
 
   LlamaModel* model_;
   int64_t max_tail_;

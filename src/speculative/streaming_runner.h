@@ -19,6 +19,9 @@ class StreamingRunner : public Verifier {
   int64_t vocab() const override { return model_->config().vocab_size; }
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
+  bool distributions_on_device() const override { return model_->sampling_on_device(); }
+  void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
+                            Tensor& rows) override;
   void sync(const std::vector<int32_t>& context) override;
   void reset() override;
   // Absorbs the prompt (but its last token) with its own forwards, unless it
@@ -38,6 +41,10 @@ class StreamingRunner : public Verifier {
   size_t tail_common(const std::vector<int32_t>& seq) const;
   // Rolls the tail back for a call with n_out rows out; the tokens to forward and their positions.
   std::vector<int32_t> prepare(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int64_t>& pos);
+  // One call of logits / greedy_ids / device_distributions: prepare, then
+  // forward(fresh tokens, their positions, the cache), then the tokens join the tail.
+  template <class Forward>
+  void step(const std::vector<int32_t>& seq, int64_t n_out, Forward&& forward);
   bool extends_committed(const std::vector<int32_t>& seq) const;
 
   LlamaModel* model_;
