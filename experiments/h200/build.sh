@@ -9,6 +9,9 @@
 # cuDNN's fused prefill attention needs the header-only cudnn-frontend in .deps/cudnn-frontend/include (fetched on
 # the development machine: `pip download nvidia-cudnn-frontend==1.16.0 --no-deps`, then the wheel's include/ folder
 # unzipped there); the image has libcudnn9-dev (9.14). Without it the build goes on with our kernels only.
+# TRIFORCE_CUDA_LINEINFO=1 configures with -DTRIFORCE_CUDA_LINEINFO=ON (-lineinfo: compute-sanitizer reports name
+# source lines; same code); =0 turns it off again; unset keeps what BUILD_DIR was configured with. Every CUDA
+# file recompiles when it changes.
 # Usage: experiments/h200/build.sh [BUILD_DIR] [extra cmake --build args]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,10 +34,17 @@ if [[ -f .deps/cudnn-frontend/include/cudnn_frontend.h ]]; then
 else
   echo "build.sh: no .deps/cudnn-frontend/include (carry it): building without cuDNN attention" >&2
 fi
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTRIFORCE_BENCH=ON "${cudnn[@]}" \
+lineinfo=()
+case ${TRIFORCE_CUDA_LINEINFO-} in
+  "") ;;
+  1) lineinfo=(-DTRIFORCE_CUDA_LINEINFO=ON) ;;
+  0) lineinfo=(-DTRIFORCE_CUDA_LINEINFO=OFF) ;;
+  *) echo "build.sh: TRIFORCE_CUDA_LINEINFO=$TRIFORCE_CUDA_LINEINFO: expected 0 or 1" >&2; exit 2 ;;
+esac
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DTRIFORCE_BENCH=ON "${cudnn[@]}" "${lineinfo[@]}" \
   -DBoost_NO_BOOST_CMAKE=ON -DBOOST_ROOT=$deps/usr -DBoost_NO_SYSTEM_PATHS=ON \
   -DBoost_INCLUDE_DIR=$deps/usr/include -DBoost_LIBRARY_DIR=$deps/usr/lib/x86_64-linux-gnu >"$build.configure.log"
-grep -E "^-- +cuDNN" "$build.configure.log" | sed 's/^-- */build.sh: /' || true
+grep -E "^-- +(cuDNN|CUDA lineinfo)" "$build.configure.log" | sed 's/^-- */build.sh: /' || true
 if ! cmake --build "$build" -j16 "$@" >"$build/build.log" 2>&1; then
   grep -E -B2 -A6 "error" "$build/build.log" | head -60 >&2
   echo "build.sh: build failed (log: $build/build.log)" >&2
