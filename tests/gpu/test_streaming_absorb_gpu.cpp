@@ -61,7 +61,10 @@ void check_model(LlamaModel& m, const std::string& name) {
         slow.begin(prompt);
         const std::string what = name + ", sink " + std::to_string(sink) + ", window " + std::to_string(window) + ", " +
                                  std::to_string(absorbed) + " tokens, reindex " + std::to_string(reindex);
-        if (window > sink) EXPECT_LT(fast.forwards(), slow.forwards()) << what;
+        // The shortcut saves forwards only past a few windows (the full grid);
+        // the sanitizer shapes are too short to, and must not cost more.
+        if (window > sink && !tf::testing::sanitizer_shapes()) EXPECT_LT(fast.forwards(), slow.forwards()) << what;
+        EXPECT_LE(fast.forwards(), slow.forwards()) << what;
         expect_same_cache(fast, slow, what);
         SamplingParams sp;
         RngStream r1{1, 0}, r2{1, 0};
