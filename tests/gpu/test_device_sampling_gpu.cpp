@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -183,6 +184,9 @@ TEST(DeviceSampling, ExpandColumnsEqualsHostExpansion) {
 
 namespace {
 
+// The device path on, whatever the default (TRIFORCE_DEVICE_SAMPLING).
+void device_sampling_on() { setenv("TRIFORCE_DEVICE_SAMPLING", "1", 1); }
+
 // A tiny model the CUDA kernels take (head dim 64), with a 16-token
 // vocabulary so that a chi-square over its tokens has power.
 LlamaModel tiny_cuda(uint64_t seed) {
@@ -248,6 +252,7 @@ void report(const char* name, const Lossless& r) {
 
 TEST(DeviceSampling, ChainsOnTheDeviceAreLossless) {
   REQUIRE_DEVICE();
+  device_sampling_on();
   using namespace tf::speculative;
   LlamaModel target = tiny_cuda(101), middle = tiny_cuda(202), draft = tiny_cuda(303);
   const std::vector<int32_t> prompt = {3, 7, 1, 9, 4};
@@ -290,7 +295,7 @@ TEST(DeviceSampling, ChainsOnTheDeviceAreLossless) {
   }
 }
 
-// TRIFORCE_DEVICE_SAMPLING=0 sends a chain back to the host rows.
+// TRIFORCE_DEVICE_SAMPLING=0 sends a chain back to the host rows, =1 to the device.
 TEST(DeviceSampling, SwitchOffTakesTheHostPath) {
   REQUIRE_DEVICE();
   using namespace tf::speculative;
@@ -304,7 +309,7 @@ TEST(DeviceSampling, SwitchOffTakesTheHostPath) {
   SpecChain chain(d, {&target}, opt);
   setenv("TRIFORCE_DEVICE_SAMPLING", "0", 1);
   const ChainResult host = chain.generate({3, 7, 1, 9, 4}, 8, sp);
-  unsetenv("TRIFORCE_DEVICE_SAMPLING");
+  device_sampling_on();
   const ChainResult dev = chain.generate({3, 7, 1, 9, 4}, 8, sp);
   EXPECT_FALSE(host.device_sampling);
   EXPECT_TRUE(dev.device_sampling);
@@ -318,6 +323,7 @@ TEST(DeviceSampling, SwitchOffTakesTheHostPath) {
 // deterministic), and every level took the device path.
 TEST(DeviceSampling, TriforceShapeGraphsEqualEager) {
   REQUIRE_DEVICE();
+  device_sampling_on();
   using namespace tf::speculative;
   const ModelConfig cfg = synthetic_config("synthetic:smollm2-135m");
   const LlamaWeights wt = synthetic_weights(cfg, Device::CUDA, DType::BF16, 17);
