@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of T > 0 sampling on the device (speculative/device_sampler.h: the q and p rows stay where the logits are,
-# only the decisions come back; TRIFORCE_DEVICE_SAMPLING=1, the default) against the rows copied to the host
+# only the decisions come back; TRIFORCE_DEVICE_SAMPLING=1) against the rows copied to the host
 # and sampled there (TRIFORCE_DEVICE_SAMPLING=0), on the default model and its trained draft: spec and triforce
 # at T = 0.6, top-p 0.9, each with --compare ar (ar samples the same way in the same process), on the held-out
 # part of the first BOOKS prompt books at each context, SEEDS seeds, arms interleaved. Prints one JSON line per

@@ -267,8 +267,9 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
 }
 
 bool LlamaModel::device_sampling_enabled() {
+  // Off unless asked for until the path has run on a GPU (see docs/ARCHITECTURE.md).
   const char* v = std::getenv("TRIFORCE_DEVICE_SAMPLING");
-  return !v || std::string(v) != "0";
+  return v && std::string(v) == "1";
 }
 
 void LlamaModel::forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,

@@ -113,8 +113,8 @@ class LlamaModel {
   // Positions cache.length() + i.
   void forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
                              const ops::SoftmaxParams& sp, Tensor& rows);
-  // greedy_on_device()'s models; TRIFORCE_DEVICE_SAMPLING=0 (read at each
-  // call) sends every T > 0 caller back to forward() and the host rules.
+  // greedy_on_device()'s models, with TRIFORCE_DEVICE_SAMPLING=1 (read at
+  // each call); otherwise every T > 0 caller takes forward() and the host rules.
   bool sampling_on_device() const { return greedy_on_device_ && device_sampling_enabled(); }
   static bool device_sampling_enabled();
   // forward_distributions calls of this model, and of every model of this process.
