@@ -26,40 +26,60 @@ constexpr int kAttnBarrier = 1;  // named barrier of the 4 warps running a split
 // arrived: trap rather than hang the process.
 constexpr long long kBarrierTimeoutCycles = 20000000000LL;
 
-// ---- the grid barrier: arrivals counted in bar[0], bar[1] the generation ----
+// ---- the grid barriers ----
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
-// Every block's writes before it are visible to every block after it (the
-// block's threads meet, thread 0 releases them at gpu scope and acquires the
-// others'). Data written before a barrier is read after it with L2 loads
+__device__ __forceinline__ void barrier_timeout(const unsigned* bar, long long t0, unsigned& spins,
+                                                unsigned waiting_for) {
+  if ((++spins & 1023u) == 0 && clock64() - t0 > kBarrierTimeoutCycles) {
+    // Release builds too: a hang found blind must say where it was.
+    printf("persistent_step: grid barrier timed out in block %d (waiting for %u, counter %u, grid %d)\n",
+           int(blockIdx.x), waiting_for, *(volatile const unsigned*)bar, int(gridDim.x));
+    __trap();
+  }
+}
+
+// Every block's writes before a barrier are visible to every block after it
+// (the block's threads meet, thread 0 releases them at gpu scope and acquires
+// the others'). Data written before a barrier is read after it with L2 loads
 // (tile_load.cuh), never through a possibly stale L1 line.
-__device__ void grid_barrier(unsigned* bar) {
+//
+// kCounter (the default): bar[0] counts arrivals over the whole launch (the
+// launcher zeroes it first); the k-th barrier opens at k * gridDim.x. A block
+// arrives with one fire-and-forget release-add and polls with acquire loads:
+// about one L2 round trip from the last arrival to everyone's release.
+// kGeneration (TRIFORCE_PERSISTENT_BARRIER=generation, the first design, kept
+// for the A/B): arrivals in bar[0], reset by the last arriver, which then bumps
+// the generation in bar[1]: a read, an add with return, a reset and a second
+// add on the path, about four round trips (1.93 us with 132 blocks, 2026-12-03).
+enum BarrierKind : int { kCounter = 0, kGeneration = 1 };
+
+__device__ void grid_barrier(unsigned* bar, int kind, unsigned& opens_at) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    // The generation is read before arriving: it cannot move until this block has arrived.
-    const unsigned gen = ld_acquire(bar + 1);
-    __threadfence();
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);  // reset before releasing, so the next barrier counts from zero
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
+    const long long t0 = clock64();
+    unsigned spins = 0;
+    if (kind == kCounter) {
+      opens_at += gridDim.x;
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(bar) : "memory");
+      while (ld_acquire(bar) < opens_at) barrier_timeout(bar, t0, spins, opens_at);
     } else {
-      const long long t0 = clock64();
-      unsigned spins = 0;
-      while (ld_acquire(bar + 1) == gen) {
-        if ((++spins & 1023u) == 0 && clock64() - t0 > kBarrierTimeoutCycles) {
-          // Release builds too: a hang found blind must say where it was.
-          printf("persistent_step: grid barrier timed out in block %d (generation %u, %u arrived of %d)\n",
-                 int(blockIdx.x), gen, *(volatile unsigned*)bar, int(gridDim.x));
-          __trap();
-        }
+      // The generation is read before arriving: it cannot move until this block has arrived.
+      const unsigned gen = ld_acquire(bar + 1);
+      __threadfence();
+      if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+        atomicExch(bar, 0u);  // reset before releasing, so the next barrier counts from zero
+        __threadfence();
+        atomicAdd(bar + 1, 1u);
+      } else {
+        while (ld_acquire(bar + 1) == gen) barrier_timeout(bar + 1, t0, spins, gen + 1);
       }
+      __threadfence();
     }
-    __threadfence();
   }
   __syncthreads();
 }
@@ -267,7 +287,8 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   };
   stamp(kStart);
 
-  int cur = 0;  // the residual stream's current buffer
+  unsigned opens_at = 0;  // grid_barrier's count for the next opening (thread 0's)
+  int cur = 0;            // the residual stream's current buffer
   for (int l = 0; l < p.num_layers; ++l) {
     const PersistentLayer W = p.layers[l];
     // qkv: (previous layer's closing add +) input norm, stacked q/k/v tiles
@@ -278,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     }
     if (l > 0) cur ^= 1;
     prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden);
-    grid_barrier(p.barrier);
+    grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kQkv);
 
     T* const k_l = static_cast<T*>(p.rope.k_out) + l * p.kv_layer_stride;
@@ -292,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
       const int tx = half >= 64 ? 64 : 32, ty = kThreads / tx;
       for (int64_t r = int64_t(blockIdx.x) * ty + tid / tx; r < n * heads; r += int64_t(gridDim.x) * ty)
         rope_qkv_row<T, LoadCoherent>(rp, r / heads, r % heads, tid % tx, tx);
-      grid_barrier(p.barrier);
+      grid_barrier(p.barrier, p.barrier_kind, opens_at);
       stamp(kRope);
     }
 
@@ -340,7 +361,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
         attn::split_sync(kAttnBarrier);  // the next task refills the shared memory
       }
     }
-    grid_barrier(p.barrier);
+    grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kAttn);
 
     if (!p.fused_attention) {
@@ -351,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
             comb_sm, tid, kThreads, [] { __syncthreads(); });
         __syncthreads();
       }
-      grid_barrier(p.barrier);
+      grid_barrier(p.barrier, p.barrier_kind, opens_at);
       stamp(kComb);
     }
 
@@ -359,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     gemv_tiles<T, T, skinny::XCoherent>(att, H * D, static_cast<const T*>(W.wo), proj, hidden, n, H * D, hidden,
                                         gemv_part);
     prefetch_tiles(static_cast<const T*>(W.w_gate_up), hidden, 2 * I);
-    grid_barrier(p.barrier);
+    grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kO);
 
     // gate/up: residual add + MLP norm (of the fp32 sum, as add_rmsnorm) in the prologue
@@ -370,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     }
     cur ^= 1;
     prefetch_tiles(static_cast<const T*>(W.w_down), I, hidden);
-    grid_barrier(p.barrier);
+    grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kGu);
 
     // down: SiLU(gate) * up of the n rows in the prologue
@@ -393,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
                                         gemv_part);
     }
     if (l + 1 < p.num_layers) prefetch_tiles(static_cast<const T*>(p.layers[l + 1].wqkv), hidden, qkv_out);
-    grid_barrier(p.barrier);
+    grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kDown);
   }
 
@@ -411,8 +432,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   stamp(kLmHead);  // block 0's end: the others may still be in their lm_head tiles
 }
 
-__global__ void __launch_bounds__(kThreads) barrier_bench_kernel(unsigned* bar, int iters) {
-  for (int i = 0; i < iters; ++i) grid_barrier(bar);
+__global__ void __launch_bounds__(kThreads) barrier_bench_kernel(unsigned* bar, int kind, int iters) {
+  unsigned opens_at = 0;
+  for (int i = 0; i < iters; ++i) grid_barrier(bar, kind, opens_at);
 }
 
 // Profile stamps of the last profiled launch (device), and whether to take them.
@@ -437,6 +459,19 @@ bool& fused_attention_flag() {
   static bool on = fused_attention_from_env();
   return on;
 }
+// TRIFORCE_PERSISTENT_BARRIER: counter (default) or generation (grid_barrier).
+int barrier_kind_from_env() {
+  static const int kind = [] {
+    const char* s = std::getenv("TRIFORCE_PERSISTENT_BARRIER");
+    if (!s || !*s) return int(kCounter);
+    const std::string v(s);
+    TF_CHECK(v == "counter" || v == "generation",
+             "TRIFORCE_PERSISTENT_BARRIER=" << v << ": expected counter or generation");
+    return v == "counter" ? int(kCounter) : int(kGeneration);
+  }();
+  return kind;
+}
+
 bool& lm_head_flag() {
   static bool on = [] {
     const char* s = std::getenv("TRIFORCE_PERSISTENT_LM_HEAD");
@@ -516,6 +551,9 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   PersistentStepParams q = p;
+  q.barrier_kind = barrier_kind_from_env();
+  // Both barriers start from zero arrivals; the counter's is left at the launch's total.
+  CUDA_CHECK(cudaMemsetAsync(q.barrier, 0, sizeof(unsigned), stream));
   ProfileState& prof = profile_state();
   if (prof.on) {
     const int need = 2 + int(p.num_layers) * int(kPhases);
@@ -587,7 +625,8 @@ std::vector<PersistentPhaseTimes> persistent_step_profile() {
   return out;
 }
 
-double persistent_barrier_us(int iters, int blocks_per_sm) {
+double persistent_barrier_us(int iters, int blocks_per_sm, bool generation) {
+  const int kind = generation ? int(kGeneration) : int(kCounter);
   unsigned* bar = nullptr;
   CUDA_CHECK(cudaMalloc(&bar, 2 * sizeof(unsigned)));
   CUDA_CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
@@ -605,9 +644,10 @@ double persistent_barrier_us(int iters, int blocks_per_sm) {
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, 10));  // warm-up
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, kind, 10));  // warm-up
+  CUDA_CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
   CUDA_CHECK(cudaEventRecord(a));
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, iters));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, kind, iters));
   CUDA_CHECK(cudaEventRecord(b));
   CUDA_CHECK(cudaEventSynchronize(b));
   float ms = 0;

@@ -30,7 +30,8 @@
 // store the new residual while every block still reads the old one.
 //
 // The grid is cooperative (co-resident blocks, sized by the occupancy API) and
-// capturable in a CUDA graph; the barrier is a generation counter. A barrier
+// capturable in a CUDA graph; the barrier counts arrivals over the launch
+// (grid_barrier in persistent_step.cu has the two designs measured). A barrier
 // that does not complete in ~10 s traps (the launch then fails) instead of
 // hanging.
 #pragma once
@@ -92,9 +93,10 @@ struct PersistentStepParams {
   // Non-null: the kernel stops at the final norm, writing rows [out_from, n) of
   // it here ([n - out_from, hidden]), and the caller runs the lm_head.
   void* xn_out = nullptr;
-  unsigned* barrier = nullptr;      // 2 words, zero before the first launch (left zero after each)
+  unsigned* barrier = nullptr;      // 2 words (the launcher zeroes the arrival count before each launch)
   unsigned* counters = nullptr;     // kv_heads words, the same (fused attention's arrivals)
   bool fused_attention = true;
+  int barrier_kind = 0;             // set by the launcher from TRIFORCE_PERSISTENT_BARRIER
   unsigned long long* stamps = nullptr;  // profile: (clock, phase) pairs of block 0, or nullptr
   int stamps_cap = 0;
   DType dtype = DType::BF16;
@@ -131,7 +133,8 @@ struct PersistentPhaseTimes {
 };
 std::vector<PersistentPhaseTimes> persistent_step_profile();
 // Microseconds per grid barrier of a cooperative grid of blocks_per_sm blocks
-// per SM doing nothing but `iters` barriers (the floor of a phase).
-double persistent_barrier_us(int iters, int blocks_per_sm);
+// per SM doing nothing but `iters` barriers (the floor of a phase), with the
+// arrival-counter barrier of the step, or the first (generation) design.
+double persistent_barrier_us(int iters, int blocks_per_sm, bool generation = false);
 
 }  // namespace tf::cuda

@@ -332,12 +332,13 @@ void phases(benchmark::State& state, const std::string& name, int64_t n_tokens, 
 #endif
 }
 
-// One grid barrier of the persistent kernel alone (a grid of range(0) blocks per SM).
+// One grid barrier of the persistent kernel alone (a grid of range(0) blocks per
+// SM; range(1): 0 the step's arrival-counter barrier, 1 the first, generation design).
 void BM_PersistentBarrier(benchmark::State& state) {
 #ifdef TRIFORCE_HAVE_CUDA
   double us = 0;
   for (auto _ : state) {
-    us = cuda::persistent_barrier_us(10000, int(state.range(0)));
+    us = cuda::persistent_barrier_us(10000, int(state.range(0)), state.range(1) == 1);
     state.SetIterationTime(us * 1e-6);
   }
   state.counters["barrier_us"] = us;
@@ -408,6 +409,6 @@ BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1,
 // Arguments: context, tokens.
 BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
-BENCHMARK(BM_PersistentBarrier)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(3);
+BENCHMARK(BM_PersistentBarrier)->ArgsProduct({{1, 2}, {0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(3);
 
 BENCHMARK_MAIN();
