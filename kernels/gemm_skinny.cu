@@ -15,25 +15,6 @@ namespace {
 using skinny::ld_stream;
 __device__ __forceinline__ uint4 ld_x(const void* p) { return skinny::XReadOnly::ld(p); }
 
-// Under PDL (kernels/pdl.cuh) a block asks L2 for its weight rows [j0, j0 +
-// rows) (contiguous: W is row-major) before it waits for the previous kernel,
-// so the weight stream starts while that one drains; x is read only after the
-// wait. The loads and the arithmetic are unchanged: same bits with or without.
-template <class T>
-__device__ __forceinline__ void prefetch_rows_then_wait(const T* w, int64_t j0, int64_t rows, int64_t in,
-                                                        int64_t out, bool prefetch) {
-  if (prefetch && j0 < out) {
-    // 16 KB pieces, one a thread: a short hint each, issued in parallel.
-    constexpr int64_t kPiece = 16384;
-    const int64_t bytes = min(rows, out - j0) * in * int64_t(sizeof(T));
-    const char* base = reinterpret_cast<const char*>(w + j0 * in);
-    for (int64_t off = int64_t(threadIdx.x) * kPiece; off < bytes; off += int64_t(blockDim.x) * kPiece)
-      prefetch_l2(base + off, uint32_t(min(kPiece, bytes - off)));
-  }
-  pdl_wait();
-  pdl_trigger();
-}
-
 // ---- tensor cores ----
 // grid.x = ceil(out / 16); KW warps per block; NT = ceil(n / 8) x tiles; the
 // tile itself is skinny::mma_tile (gemm_skinny_tile.cuh), which the persistent

@@ -100,6 +100,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     const int64_t S = std::min<int64_t>(C, kGraphMaxTokens);  // the stacked GEMMs' row bound
     qkv_ = act({S, (H + 2 * KH) * D});
     gu_ = act({S, 2 * w_.local_intermediate});
+    x_alt_ = act({S, cfg_.hidden_size});  // the residual's second buffer (StepFusions::fused_norm_gemm)
     fusions_ = step_fusions_for(cfg_.hidden_size);
     prefill_ = prefill_options_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
@@ -520,14 +521,32 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   ops::RmsNormParams np_stored = np;  // the closing add + next norm: the norm of the stored sum, as unfused
   np_stored.rounded_sum = true;
 
+  // StepFusions::fused_norm_gemm: each stacked GEMM of a step computes its
+  // input's RMSNorm, and the residual add before it, in its prologue
+  // (ops::norm_linear). Its blocks all read the old sum while block 0 stores
+  // the new one, so the residual alternates between x and x_alt; `x` names the
+  // current one. The whole step or none of it (every layer stacked; the first
+  // call tells whether the kernel takes the shape).
+  bool norm_gemm = stack_step && fusions_.fused_norm_gemm && n <= x_alt_.shape[0];
+  for (const LayerWeights& L : w_.layers) norm_gemm = norm_gemm && L.wqkv.data && L.w_gate_up.data;
+  Tensor x_other = norm_gemm ? slice_rows(x_alt_, 0, n) : Tensor{};
+  auto norm_linear = [&](const Tensor* add, const Tensor& norm_w, const ops::RmsNormParams& p, const Tensor& W,
+                         Tensor& y) {
+    const bool done = ops::norm_linear(x, add, add ? &x_other : nullptr, norm_w, p, W, y);
+    TF_CHECK(done, "forward: the norm-prologue GEMM refused a shape it took at layer 0");
+    if (add) std::swap(x, x_other);
+  };
+
   ops::embedding(w_.embed, tok, x);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
-    if (l == 0 || !fuse_norm) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
+    if (l == 0 && norm_gemm) norm_gemm = ops::norm_linear(x, nullptr, nullptr, L.attn_norm, np, L.wqkv, qkv_out);
+    else if (norm_gemm) norm_linear(&proj, L.attn_norm, np_stored, L.wqkv, qkv_out);  // the closing add deferred here
+    if (!norm_gemm && (l == 0 || !fuse_norm)) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
     const bool stacked = (stack_step || stack_prefill) && L.wqkv.data && L.w_gate_up.data;
     ops::QKVRows qkv_in;
     if (stacked) {
-      ops::linear(xn, L.wqkv, qkv_out);
+      if (!norm_gemm) ops::linear(xn, L.wqkv, qkv_out);
       qkv_in = ops::qkv_rows(qkv_out, H, KH, D);
     } else {
       ops::linear(xn, L.wq, q2);
@@ -567,9 +586,13 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     row_parallel_linear(att2, L.wo);
-    ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
+    if (norm_gemm) {
+      norm_linear(&proj, L.mlp_norm, np, L.w_gate_up, gu_out);  // x += attn; gu = norm(x) . W^T
+    } else {
+      ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
+      if (stacked) ops::linear(xn, L.w_gate_up, gu_out);
+    }
     if (stacked) {
-      ops::linear(xn, L.w_gate_up, gu_out);
       if (fusions_.fused_silu_down && stack_step) {  // the fused down GEMM is the skinny (<= 32-row) kernel
         row_parallel_linear(gu_out, L.w_down, true);
       } else {
@@ -582,17 +605,20 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       ops::silu_mul(gate, up, gate);
       row_parallel_linear(gate, L.w_down);
     }
-    if (fuse_norm && l + 1 < cfg_.num_layers) {
+    if (norm_gemm && l + 1 < cfg_.num_layers) {
+      // the next layer's q/k/v GEMM adds and normalizes
+    } else if (fuse_norm && l + 1 < cfg_.num_layers) {
       ops::add_rmsnorm(x, proj, w_.layers[size_t(l + 1)].attn_norm, xn, np_stored);  // x += mlp; xn = next norm
-    } else if (fuse_norm && want_logits) {
+    } else if ((fuse_norm || norm_gemm) && want_logits) {
       ops::add_rmsnorm(x, proj, w_.final_norm, xn, np_stored);  // every row: a row's norm depends on it alone
     } else {
       ops::add_inplace(x, proj);
     }
   }
+  if (norm_gemm) ++norm_gemm_chunks_;
   if (want_logits) {
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
-    if (!fuse_norm) ops::rmsnorm(xs, w_.final_norm, xo, np);
+    if (!fuse_norm && !norm_gemm) ops::rmsnorm(xs, w_.final_norm, xo, np);
     const int64_t rows_out = n - out_from;
     const int64_t V = w_.lm_head.dim(0);  // the vocab, or this rank's slice of it (vocab-parallel lm_head)
     if (!cuda) {

@@ -58,6 +58,9 @@ class LlamaModel {
   // dtype, one rank), else why not; and how many steps it ran.
   const std::string& persistent_step_unsupported() const { return pstep_unsupported_; }
   int64_t persistent_steps() const { return persistent_steps_; }
+  // Forward chunks recorded with the norm-prologue GEMMs (StepFusions::fused_norm_gemm):
+  // each eager run or graph capture counts once (a replay runs no host code).
+  int64_t norm_gemm_chunks() const { return norm_gemm_chunks_; }
   static constexpr int64_t kPersistentMaxTokens = 8;  // = cuda::kPersistentMaxTokens
   // A cache shaped for this model (this rank's KV heads); offloaded when
   // set_kv_offload enabled it (the target's full caches: prefill snapshot,
@@ -186,6 +189,7 @@ class LlamaModel {
   DType dtype_ = DType::F32;
   // scratch, [max_chunk, ...], on device_ (activations in dtype_)
   Tensor tok_, pos_, x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  Tensor x_alt_;  // CUDA: [32, hidden], the residual's other buffer under StepFusions::fused_norm_gemm
   Tensor proj32_;  // f32 row-parallel partials (tensor parallel on CUDA only)
   // host f32 rope rows for the chunk (the CPU computes them, as transformers
   // does): cos rows [0, n*half), then sin rows, so one copy moves both
@@ -218,6 +222,7 @@ class LlamaModel {
   Tensor pstep_layers_, pstep_barrier_, pstep_x_;
   const void* pstep_layers_for_ = nullptr;
   int64_t persistent_steps_ = 0;
+  int64_t norm_gemm_chunks_ = 0;
 };
 
 // The process-wide default of LlamaModel::cuda_graphs() for models made after

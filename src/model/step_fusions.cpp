@@ -26,6 +26,7 @@ const StepFusions& step_fusions_default() {
     d.pdl = switch_from_env("TRIFORCE_PDL", d.pdl);
     d.fused_silu_down = switch_from_env("TRIFORCE_FUSED_SILU_DOWN", d.fused_silu_down);
     d.fused_combine = switch_from_env("TRIFORCE_FUSED_COMBINE", d.fused_combine);
+    d.fused_norm_gemm = switch_from_env("TRIFORCE_FUSED_NORM_GEMM", d.fused_norm_gemm);
     return d;
   }();
   return f;

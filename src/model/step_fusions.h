@@ -24,6 +24,12 @@
 //     decode attention's combine done by the last split block of each KV head
 //     to finish (an arrival counter), with the combine kernel's code: one
 //     launch a layer fewer.
+//   fused_norm_gemm (TRIFORCE_FUSED_NORM_GEMM, off by default until measured):
+//     for steps of <= 32 tokens of models of hidden size <= 2048 with the
+//     stacked GEMMs, the q/k/v and gate/up GEMMs compute their input's RMSNorm
+//     (and the residual add before it) in their prologue
+//     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
+//     launches a layer fewer; the residual alternates between two buffers.
 //   pdl (TRIFORCE_PDL; unset: on for models of hidden size <= kPdlMaxHidden,
 //     off above, as measured on the H200 in results/h200/step-pdl: 135M and
 //     68M steps 12-25% faster, 7B steps about 1 ms slower): the kernels of a
@@ -45,6 +51,7 @@ struct StepFusions {
   bool pdl = false;
   bool fused_silu_down = false;
   bool fused_combine = false;
+  bool fused_norm_gemm = false;
 };
 
 // The defaults of models made in this process: every fusion on, unless its

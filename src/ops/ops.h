@@ -98,6 +98,17 @@ void silu_mul_halves(const Tensor& gate_up, Tensor& out);
 // the SwiGLU. y [n, out] in gate_up's dtype or f32.
 void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y, Tensor& scratch);
 
+// ---- an RMSNorm folded into the linear after it (CUDA steps) ----
+// y = rmsnorm(s) . W^T with s = residual (+ add, when given), and sum_out =
+// s stored (rounded to the dtype) when given: add_rmsnorm (or rmsnorm) and
+// then linear, in one launch, bit for bit those two (np.rounded_sum as in
+// add_rmsnorm). sum_out must be neither residual nor add: the caller keeps two
+// residual buffers and alternates them. CUDA only, for <= 32 rows of <= 2048
+// (a multiple of 8) with a tensor-core skinny variant; false where it cannot
+// (nothing done: the caller runs the two ops).
+bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                 const RmsNormParams& np, const Tensor& weight, Tensor& y);
+
 // ---- attention over a KV view ----
 // What a cache hands attention for one layer: K and V for kv head h, slot j
 // live at k + h*head_stride + j*token_stride (same for v). positions[j] is

@@ -11,7 +11,7 @@
 // down projection (fused_silu_down) and the combine in the attention split
 // kernel (fused_combine) too, each alone and all together, with every switch
 // off and every switch on, graphs on and off; with PDL the launches must have
-// overlapped.
+// overlapped. The norm-prologue GEMMs (fused_norm_gemm) alone and with PDL.
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
 // llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
 // 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
@@ -60,17 +60,20 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
   ref.set_step_fusions(StepFusions{false, false, false});
   const std::vector<Tensor> want = run_sequence(ref);
   // extra: 0 the three switches alone, 1 with the persistent step, 2 with PDL,
-  // 3 with the fused SiLU-down, 4 with the fused combine, 5 with all three
-  for (int extra : {0, 1, 2, 3, 4, 5})
+  // 3 with the fused SiLU-down, 4 with the fused combine, 5 with all three,
+  // 6 with the norm-prologue GEMMs, 7 with those and PDL
+  for (int extra : {0, 1, 2, 3, 4, 5, 6, 7})
   for (int bits = 0; bits < 8; ++bits)
     for (bool graphs : {false, true}) {
-      const bool persistent = extra == 1, pdl = extra == 2 || extra == 5, silu_down = extra == 3 || extra == 5;
-      const bool combine = extra >= 4;
+      const bool persistent = extra == 1, pdl = extra == 2 || extra == 5 || extra == 7;
+      const bool silu_down = extra == 3 || extra == 5, norm_gemm = extra >= 6;
+      const bool combine = extra == 4 || extra == 5;
       StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
       f.persistent_step = persistent;
       f.pdl = pdl;
       f.fused_silu_down = silu_down;
       f.fused_combine = combine;
+      f.fused_norm_gemm = norm_gemm;
       if (bits == 0 && !graphs && extra == 0) continue;  // the reference itself
       if (extra != 0 && bits != 0 && bits != 7) continue;
       // Sanitizer shapes: each fusion alone, none and all (each kernel variant), not every mix.
@@ -84,7 +87,7 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
                                std::to_string(f.fused_rope_kv) + " add_norm=" + std::to_string(f.fused_add_norm) +
                                " graphs=" + std::to_string(graphs) + " persistent=" + std::to_string(persistent) +
                                " pdl=" + std::to_string(pdl) + " silu_down=" + std::to_string(silu_down) +
-                               " combine=" + std::to_string(combine);
+                               " combine=" + std::to_string(combine) + " norm_gemm=" + std::to_string(norm_gemm);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
@@ -98,6 +101,12 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       if (persistent && !graphs && m.persistent_step_unsupported().empty())
         EXPECT_GT(m.persistent_steps(), 0) << what << ": the persistent step never ran";
       if (pdl) EXPECT_GT(ops::step_overlapped_launches(), overlapped) << what << ": no launch overlapped";
+      // The norm-prologue kernel takes rows of <= 2048 (not the 8B's 4096).
+      if (norm_gemm && cfg.hidden_size <= 2048) {
+        EXPECT_GT(m.norm_gemm_chunks(), 0) << what << ": no step ran the norm-prologue GEMMs";
+      } else {
+        EXPECT_EQ(m.norm_gemm_chunks(), 0) << what << ": the norm-prologue GEMMs ran while switched off";
+      }
     }
 }
 

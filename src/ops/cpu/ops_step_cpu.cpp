@@ -141,6 +141,12 @@ void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor&
   linear(scratch, weight, y);
 }
 
+bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                 const RmsNormParams& np, const Tensor& weight, Tensor& y) {
+  if (residual.device != Device::CUDA) return false;  // the CPU runs the two ops
+  return cuda_body::norm_linear(residual, add, sum_out, norm_weight, np, weight, y);
+}
+
 void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   TF_CHECK(gate_up.shape.size() == 2 && out.shape.size() == 2 && gate_up.shape[0] == out.shape[0] &&
                gate_up.shape[1] == 2 * out.shape[1],

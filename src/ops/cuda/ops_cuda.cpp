@@ -14,6 +14,7 @@
 #include "embedding.cuh"
 #include "gemm.cuh"
 #include "gemm_skinny.cuh"
+#include "gemm_skinny_norm.cuh"
 #include "pdl.cuh"
 #include "rmsnorm.cuh"
 #include "rope.cuh"
@@ -210,6 +211,28 @@ bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor&
   return true;
 }
 
+bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                 const RmsNormParams& np, const Tensor& weight, Tensor& y) {
+  expect_dev("norm_linear", "residual", residual, 2);
+  expect_dev("norm_linear", "norm_weight", norm_weight, 1);
+  expect_dev("norm_linear", "weight", weight, 2);
+  expect_dev("norm_linear", "y", y, 2);
+  for (const Tensor* t : {&norm_weight, &weight, static_cast<const Tensor*>(&y), add, static_cast<const Tensor*>(sum_out)})
+    if (t) expect_half("norm_linear", "tensor", *t, residual.dtype);
+  const int64_t n = residual.shape[0], in = residual.shape[1];
+  TF_CHECK(norm_weight.shape[0] == in && weight.shape[1] == in && y.shape[0] == n && y.shape[1] == weight.shape[0] &&
+               (!add || add->shape == residual.shape) && (!sum_out || sum_out->shape == residual.shape),
+           "norm_linear: shapes do not match (residual " << shape_str(residual.shape) << ", W "
+                                                         << shape_str(weight.shape) << ", y " << shape_str(y.shape) << ")");
+  if (cuda::gemm_skinny_norm_unsupported(n, in, residual.dtype)) return false;
+  cuda::SkinnyNormGemmParams p;
+  p.residual = residual.data, p.add = add ? add->data : nullptr, p.sum_out = sum_out ? sum_out->data : nullptr;
+  p.norm_weight = norm_weight.data, p.eps = np.eps, p.rounded_sum = np.rounded_sum;
+  p.w = weight.data, p.y = y.data, p.n = n, p.in = in, p.out = weight.shape[0], p.dtype = residual.dtype;
+  cuda::gemm_skinny_norm(p, cuda::compute_stream());
+  return true;
+}
+
 void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   expect_dev("silu_mul_halves", "gate_up", gate_up, 2);
   expect_dev("silu_mul_halves", "out", out, 2);
@@ -394,6 +417,9 @@ void rope_apply_at(Tensor&, Tensor*, const Tensor&, const Tensor&, const Tensor&
 void silu_mul(const Tensor&, const Tensor&, Tensor&) { none("silu_mul"); }
 void silu_mul_halves(const Tensor&, Tensor&) { none("silu_mul_halves"); }
 bool linear_silu_mul_halves(const Tensor&, const Tensor&, Tensor&) { none("linear_silu_mul_halves"); }
+bool norm_linear(const Tensor&, const Tensor*, Tensor*, const Tensor&, const RmsNormParams&, const Tensor&, Tensor&) {
+  none("norm_linear");
+}
 void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const Tensor*, Tensor&, Tensor&, Tensor&,
               bool to_cache) {
   none(to_cache ? "rope_qkv_to_cache" : "rope_qkv_split");

@@ -18,6 +18,10 @@ void silu_mul_halves(const Tensor& gate_up, Tensor& out);
 // The one-kernel down projection of linear_silu_mul_halves; false (nothing
 // launched) where the skinny GEMM cannot take it.
 bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y);
+// ops::norm_linear's one launch; false (nothing launched) where the skinny
+// GEMM's norm prologue cannot take it.
+bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                 const RmsNormParams& np, const Tensor& weight, Tensor& y);
 // rope_qkv_split (to_cache false: k_dst, v_dst [n, kv_heads, hd]) and
 // rope_qkv_to_cache (true: one cache layer [kv_heads, capacity, hd] at *slots);
 // ops_step_cpu.cpp has checked the shapes.
