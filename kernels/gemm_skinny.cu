@@ -8,6 +8,7 @@
 #include "gemm_skinny.cuh"
 #include "gemm_skinny_tile.cuh"
 #include "pdl.cuh"
+#include "rope_tile.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -38,6 +39,62 @@ __global__ void __launch_bounds__(KW * 32) skinny_mma_silu_kernel(const T* __res
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
   skinny::mma_tile<T, Y, KW, U, NT>(gate_up, 2 * in, w, y, out, n, in, out, blockIdx.x, part,
                                     skinny::XSiluMulHalves<T>{in});
+}
+
+// ---- tensor cores, fused epilogues (gemm_skinny.cuh) ----
+// Tile t of the stacked [gate | up] W pairs gate row 8t + g with up row
+// inter + 8t + g, so one thread holds both sums of an output column.
+struct GateUpRows {
+  int64_t inter;
+  __device__ __forceinline__ int64_t a(int64_t tile, int g) const { return tile * 8 + g; }
+  __device__ __forceinline__ int64_t b(int64_t tile, int g) const { return inter + tile * 8 + g; }
+};
+// h[i, 8 tile + g] = silu(gate) * up from the sums rounded to T as the GEMM
+// stores them, then silu_mul's expression and rounding (activation.cu).
+template <class T> struct GateUpSiluStore {
+  T* h;
+  int64_t h_ld;
+  __device__ __forceinline__ void operator()(int i, int64_t tile, int g, float gate, float up) const {
+    const float gs = to_f32(from_f32<T>(gate)), us = to_f32(from_f32<T>(up));
+    h[int64_t(i) * h_ld + tile * 8 + g] = from_f32<T>(silu_mul_f32(gs, us));
+  }
+};
+
+// Tile t of the stacked q | k | v W covers pairs 8 sub .. 8 sub + 7 of head
+// t / per_head (sub = t % per_head, per_head = half / 8): rows j and j + half
+// of the head, a RoPE pair, in one thread.
+struct RopePairRows {
+  int64_t half, per_head;
+  __device__ __forceinline__ int64_t a(int64_t tile, int g) const {
+    return (tile / per_head) * 2 * half + (tile % per_head) * 8 + g;
+  }
+  __device__ __forceinline__ int64_t b(int64_t tile, int g) const { return a(tile, g) + half; }
+};
+// The pair of token i as rope_qkv_row would write it from the stored GEMM output.
+template <class T> struct RopeQkvStore {
+  RopeQkvParams p;
+  int64_t per_head;
+  __device__ __forceinline__ void operator()(int i, int64_t tile, int g, float x1, float x2) const {
+    rope_qkv_pair<T>(p, i, tile / per_head, (tile % per_head) * 8 + g, from_f32<T>(x1), from_f32<T>(x2));
+  }
+};
+
+// grid.x = the tiles. Each tile's W rows are two runs of 8 (rows.a(tile, 0)
+// and rows.b(tile, 0) on): those are prefetched before the PDL wait; x, the
+// tables, rows and slots are read only after it.
+template <class T, int KW, int U, int NT, class RowMap, class Epilogue>
+__global__ void __launch_bounds__(KW * 32) skinny_mma_epilogue_kernel(const T* __restrict__ x,
+                                                                       const T* __restrict__ w, int n, int64_t in,
+                                                                       RowMap rows, Epilogue epi, bool prefetch) {
+  const int64_t tile = blockIdx.x;
+  if (prefetch) {
+    prefetch_rows(w, rows.a(tile, 0), 8, in);
+    prefetch_rows(w, rows.b(tile, 0), 8, in);
+  }
+  pdl_wait();
+  pdl_trigger();
+  __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
+  skinny::mma_tile_mapped<T, KW, U, NT>(x, in, w, n, in, tile, part, skinny::XReadOnly{}, rows, epi);
 }
 
 // ---- CUDA cores ----
@@ -197,6 +254,27 @@ void launch_mma_silu(const T* x, const T* w, Y* y, int n, int64_t in, int64_t ou
   else launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 4>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
 }
 
+template <class T, int KW, int U, class RowMap, class Epilogue>
+void launch_mma_epilogue(const T* x, const T* w, int n, int64_t in, int64_t tiles, const RowMap& rows,
+                         const Epilogue& epi, cudaStream_t st) {
+  const dim3 b{unsigned(tiles)}, th{unsigned(KW * 32)};
+  const bool pf = pdl_scope_on();
+  if (n <= 8) launch_step(skinny_mma_epilogue_kernel<T, KW, U, 1, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
+  else if (n <= 16) launch_step(skinny_mma_epilogue_kernel<T, KW, U, 2, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
+  else launch_step(skinny_mma_epilogue_kernel<T, KW, U, 4, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
+}
+
+// The variant's tile shape (KW warps, U steps), as gemm_skinny runs it.
+template <class T, class RowMap, class Epilogue>
+void launch_epilogue(const SkinnyGemmParams& p, int64_t tiles, const RowMap& rows, const Epilogue& epi,
+                     cudaStream_t st) {
+  const T* x = static_cast<const T*>(p.x);
+  const T* w = static_cast<const T*>(p.w);
+  const SkinnyVariant v = p.variant < 0 ? skinny_default_variant() : SkinnyVariant(p.variant);
+  if (v == SkinnyVariant::mma_k4u8) return launch_mma_epilogue<T, 4, 8>(x, w, int(p.n), p.in, tiles, rows, epi, st);
+  return launch_mma_epilogue<T, 8, 4>(x, w, int(p.n), p.in, tiles, rows, epi, st);  // checked: mma_k8u4
+}
+
 template <class T, class Y>
 void launch_simt(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kSimtRows);
@@ -271,14 +349,30 @@ bool gemm_skinny_fuses_silu_mul(int variant) {
   return v == SkinnyVariant::mma_k8u4 || v == SkinnyVariant::mma_k4u8;
 }
 
+namespace {
+// The checks every entry shares (y: whether the entry writes p.y).
+void check_params(const SkinnyGemmParams& p, const char* op, bool y) {
+  TF_CHECK(p.x && p.w && (p.y || !y) && p.n > 0 && p.n <= kSkinnyGemmMaxRows && p.in > 0 && p.in % 8 == 0,
+           "cuda::" << op << ": bad params (n " << p.n << " <= 32, in " << p.in << " a multiple of 8)");
+  TF_CHECK(((reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.w)) & 15) == 0,
+           "cuda::" << op << ": x and W must be 16-byte aligned");
+  TF_CHECK(p.y_dtype == p.dtype || p.y_dtype == DType::F32, "cuda::" << op << ": y must be the input dtype or f32");
+  TF_CHECK(p.variant >= -1 && p.variant < kSkinnyVariants, "cuda::" << op << ": variant " << p.variant << " out of range");
+}
+
+// The epilogue fusions' extra conditions (gemm_skinny.cuh).
+void check_epilogue_params(const SkinnyGemmParams& p, const char* op) {
+  check_params(p, op, false);
+  TF_CHECK(p.y_dtype == p.dtype && !p.x_silu_mul_halves, "cuda::" << op << ": y in the input dtype, x plain");
+  TF_CHECK(gemm_skinny_fuses_silu_mul(p.variant), "cuda::" << op << ": needs a tensor-core variant, not "
+                                                           << skinny_variant_name(p.variant < 0 ? skinny_default_variant()
+                                                                                                : SkinnyVariant(p.variant)));
+}
+}  // namespace
+
 void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (p.n == 0 || p.out == 0) return;
-  TF_CHECK(p.x && p.w && p.y && p.n > 0 && p.n <= kSkinnyGemmMaxRows && p.in > 0 && p.in % 8 == 0,
-           "cuda::gemm_skinny: bad params (n " << p.n << " <= 32, in " << p.in << " a multiple of 8)");
-  TF_CHECK(((reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.w)) & 15) == 0,
-           "cuda::gemm_skinny: x and W must be 16-byte aligned");
-  TF_CHECK(p.y_dtype == p.dtype || p.y_dtype == DType::F32, "cuda::gemm_skinny: y must be the input dtype or f32");
-  TF_CHECK(p.variant >= -1 && p.variant < kSkinnyVariants, "cuda::gemm_skinny: variant " << p.variant << " out of range");
+  check_params(p, "gemm_skinny", true);
   const SkinnyVariant v = p.variant < 0 ? skinny_default_variant() : SkinnyVariant(p.variant);
   TF_CHECK(!p.x_silu_mul_halves || gemm_skinny_fuses_silu_mul(p.variant),
            "cuda::gemm_skinny: the SiLU-mul input needs a tensor-core variant, not " << skinny_variant_name(v));
@@ -287,6 +381,34 @@ void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream) {
   } else {
     TF_DISPATCH_HALF(p.dtype, T, { launch<T, T>(p, v, stream); });
   }
+  CUDA_CHECK_LAUNCH();
+}
+
+void gemm_skinny_gate_up_silu(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if (p.n == 0 || p.out == 0) return;
+  check_epilogue_params(p, "gemm_skinny_gate_up_silu");
+  TF_CHECK(p.y && p.out % 16 == 0, "cuda::gemm_skinny_gate_up_silu: out " << p.out << " = 2 inter, inter a multiple of 8");
+  const int64_t inter = p.out / 2;
+  TF_DISPATCH_HALF(p.dtype, T, {
+    launch_epilogue<T>(p, inter / 8, GateUpRows{inter}, GateUpSiluStore<T>{static_cast<T*>(p.y), inter}, stream);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void gemm_skinny_qkv_rope(const SkinnyGemmParams& p, const RopeQkvParams& r, cudaStream_t stream) {
+  if (p.n == 0 || p.out == 0) return;
+  check_epilogue_params(p, "gemm_skinny_qkv_rope");
+  const int64_t half = r.head_dim / 2;
+  TF_CHECK(r.head_dim > 0 && half % 8 == 0 && p.out == (r.q_heads + 2 * r.kv_heads) * r.head_dim && r.n == p.n &&
+               r.dtype == p.dtype,
+           "cuda::gemm_skinny_qkv_rope: out " << p.out << " is not " << r.q_heads << " + 2 x " << r.kv_heads
+                                              << " heads of " << r.head_dim << " (head_dim / 2 a multiple of 8)");
+  TF_CHECK(r.q_out && r.cos && r.sin && r.rows && (r.kv_heads == 0 || (r.k_out && r.v_out)),
+           "cuda::gemm_skinny_qkv_rope: a null destination, table or rows");
+  const int64_t per_head = half / 8;
+  TF_DISPATCH_HALF(p.dtype, T, {
+    launch_epilogue<T>(p, p.out / 16, RopePairRows{half, per_head}, RopeQkvStore<T>{r, per_head}, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "rope.cuh"
 
 namespace tf::cuda {
 
@@ -54,7 +55,28 @@ struct SkinnyGemmParams {
 
 constexpr int64_t kSkinnyGemmMaxRows = 32;
 void gemm_skinny(const SkinnyGemmParams& p, cudaStream_t stream = nullptr);
-// Whether variant (-1: the default) can take x_silu_mul_halves.
+// Whether variant (-1: the default) can take x_silu_mul_halves, and the
+// epilogue fusions below (the tensor-core variants).
 bool gemm_skinny_fuses_silu_mul(int variant = -1);
+
+// Epilogue fusions of the tensor-core tile (skinny::mma_tile_mapped): the
+// tiles pair the W rows an epilogue needs in one thread, and each output
+// element's reduction is the plain GEMM's, so these give the bits of the GEMM
+// (stored in dtype) followed by the kernel they replace, in one launch.
+// p.y_dtype must be p.dtype; p.x_silu_mul_halves false; p.variant a
+// tensor-core one (or -1 with such a default).
+//
+// W = [gate (inter rows) | up (inter rows)], p.out = 2 inter, inter a
+// multiple of 8; p.y is [n, inter] = silu(gate) * up, as silu_mul stores it
+// from the GEMM's stored output (StepFusions::fused_gate_up_silu).
+void gemm_skinny_gate_up_silu(const SkinnyGemmParams& p, cudaStream_t stream = nullptr);
+// W = the stacked q | k | v rows (q_heads, kv_heads, kv_heads heads of
+// head_dim rows), p.out = (q_heads + 2 kv_heads) head_dim, head_dim / 2 a
+// multiple of 8; p.y unused. The output goes where rope_qkv(r) would write it
+// reading the GEMM's stored output: q rotated to r.q_out, k rotated and v
+// copied to r.k_out / r.v_out at the slots (StepFusions::fused_qkv_rope).
+// r.q, r.k and r.v are unused (there is no stored output); r.n, r.dtype and
+// the heads must match p.
+void gemm_skinny_qkv_rope(const SkinnyGemmParams& p, const RopeQkvParams& r, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

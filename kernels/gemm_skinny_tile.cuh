@@ -79,26 +79,49 @@ template <int KW, int NT> struct MmaPart {
   static constexpr int kFloats = (KW > 1 ? KW - 1 : 1) * NT * 4 * 32;
 };
 
-// One tile: output rows [16 tile, 16 tile + 16) of y (row stride y_ld), x rows
-// 0..n-1 at stride x_ld elements. Runs on KW warps (threads 0 .. 32 KW - 1);
-// `part` is MmaPart<KW, NT>::kFloats floats of shared memory. Contains one
-// __syncthreads (KW > 1); a caller looping over tiles syncs again before the
-// next tile reuses `part`.
+// Which two W rows lane group g of a tile reads: a(tile, g) and b(tile, g)
+// (the mma's rows g and g + 8), each group of 8 lanes 8 rows in a row
+// (a(tile, g) = a(tile, 0) + g). TileRows is the plain GEMM's: rows 16 tile ..
+// 16 tile + 15, clamped to the last row (the surplus is never stored). Other
+// maps pair rows an epilogue wants in one thread (gemm_skinny.cu's gate/up
+// and q/k/v fusions); an output element's reduction is the same whichever
+// tile holds it, so the bits are too.
+struct TileRows {
+  int64_t out;
+  __device__ __forceinline__ int64_t a(int64_t tile, int g) const { return min(tile * 16 + g, out - 1); }
+  __device__ __forceinline__ int64_t b(int64_t tile, int g) const { return min(tile * 16 + g + 8, out - 1); }
+};
+
+// The plain GEMM's epilogue: y rows i, columns a(tile, g) and b(tile, g) of TileRows.
+template <class Y> struct StoreRows {
+  Y* y;
+  int64_t y_ld, out;
+  __device__ __forceinline__ void operator()(int i, int64_t tile, int g, float a, float b) const {
+    const int64_t j = tile * 16 + g;
+    if (j < out) y[int64_t(i) * y_ld + j] = from_f32<Y>(a);
+    if (j + 8 < out) y[int64_t(i) * y_ld + j + 8] = from_f32<Y>(b);
+  }
+};
+
+// One tile: the dot products of W rows rows.a(tile, g), rows.b(tile, g) (g =
+// 0..7) with x rows 0..n-1 at stride x_ld elements, handed to
+// epi(i, tile, g, a, b) for each x row i < n (a, b: the fp32 sums). Runs on KW
+// warps (threads 0 .. 32 KW - 1); `part` is MmaPart<KW, NT>::kFloats floats
+// of shared memory. Contains one __syncthreads (KW > 1); a caller looping over
+// tiles syncs again before the next tile reuses `part`. Only warp 0 calls epi.
 // Lane (g, t) = (lane / 4, lane % 4) loads columns c .. c+7 (c = k-block base
-// + s * 32 + t * 8) of W rows j0+g and j0+g+8 and of x row 8q+g. Elements 0..3
+// + s * 32 + t * 8) of W rows a and b and of x row 8q+g. Elements 0..3
 // feed the first m16n8k16 (k slots 2t, 2t+1, 2t+8, 2t+9 of A and B alike),
 // 4..7 the second: a fixed permutation of the columns inside each 32-column
 // step, the same for every n, so no fragment shuffling is needed.
-template <class T, class Y, int KW, int U, int NT, class XL>
-__device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
-                                         Y* __restrict__ y, int64_t y_ld, int n, int64_t in, int64_t out,
-                                         int64_t tile, float* part, const XL& xl = XL{}) {
+template <class T, int KW, int U, int NT, class XL, class RowMap, class Epilogue>
+__device__ __forceinline__ void mma_tile_mapped(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
+                                                int n, int64_t in, int64_t tile, float* part, const XL& xl,
+                                                const RowMap& rows, const Epilogue& epi) {
   constexpr int kKb = U * 32;  // columns of one warp's k-block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t j0 = tile * 16;
-  // Rows past `out` re-read the last row; their results are never stored.
-  const T* wa = w + min(j0 + g, out - 1) * in;
-  const T* wb = w + min(j0 + g + 8, out - 1) * in;
+  const T* wa = w + rows.a(tile, g) * in;
+  const T* wb = w + rows.b(tile, g) * in;
   // x rows past n re-read row n-1 (branch-free loads); their columns are never stored.
   const T* xr[NT];
 #pragma unroll
@@ -155,14 +178,23 @@ __device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, 
       for (int r = 0; r < 4; ++r)
         for (int v = 0; v < KW - 1; ++v) acc[q][r] += part[(v * NT * 4 + q * 4 + r) * 32 + lane];
   }
+  // acc[q][r]: x row q * 8 + 2t + (r & 1) of W row a (r < 2) or b (r >= 2).
 #pragma unroll
   for (int q = 0; q < NT; ++q)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int i = q * 8 + 2 * t + (r & 1);
-      const int64_t j = j0 + g + (r >> 1) * 8;
-      if (i < n && j < out) y[int64_t(i) * y_ld + j] = from_f32<Y>(acc[q][r]);
+    for (int r = 0; r < 2; ++r) {
+      const int i = q * 8 + 2 * t + r;
+      if (i < n) epi(i, tile, g, acc[q][r], acc[q][r + 2]);
     }
+}
+
+// The plain GEMM's tile: output rows [16 tile, 16 tile + 16) of y = x . W^T
+// (row stride y_ld) for x rows 0..n-1.
+template <class T, class Y, int KW, int U, int NT, class XL>
+__device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
+                                         Y* __restrict__ y, int64_t y_ld, int n, int64_t in, int64_t out,
+                                         int64_t tile, float* part, const XL& xl = XL{}) {
+  mma_tile_mapped<T, KW, U, NT>(x, x_ld, w, n, in, tile, part, xl, TileRows{out}, StoreRows<Y>{y, y_ld, out});
 }
 
 }  // namespace tf::cuda::skinny

@@ -94,16 +94,18 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 // it waits for the previous kernel, so the weight stream starts while that one
 // drains; x is read only after the wait. The loads and the arithmetic are unchanged: same bits with or without.
 template <class T>
+__device__ __forceinline__ void prefetch_rows(const T* w, int64_t j0, int64_t rows, int64_t in) {
+  // 16 KB pieces, one a thread: a short hint each, issued in parallel.
+  constexpr int64_t kPiece = 16384;
+  const int64_t bytes = rows * in * int64_t(sizeof(T));
+  const char* base = reinterpret_cast<const char*>(w + j0 * in);
+  for (int64_t off = int64_t(threadIdx.x) * kPiece; off < bytes; off += int64_t(blockDim.x) * kPiece)
+    prefetch_l2(base + off, uint32_t(min(kPiece, bytes - off)));
+}
+template <class T>
 __device__ __forceinline__ void prefetch_rows_then_wait(const T* w, int64_t j0, int64_t rows, int64_t in,
                                                         int64_t out, bool prefetch) {
-  if (prefetch && j0 < out) {
-    // 16 KB pieces, one a thread: a short hint each, issued in parallel.
-    constexpr int64_t kPiece = 16384;
-    const int64_t bytes = min(rows, out - j0) * in * int64_t(sizeof(T));
-    const char* base = reinterpret_cast<const char*>(w + j0 * in);
-    for (int64_t off = int64_t(threadIdx.x) * kPiece; off < bytes; off += int64_t(blockDim.x) * kPiece)
-      prefetch_l2(base + off, uint32_t(min(kPiece, bytes - off)));
-  }
+  if (prefetch && j0 < out) prefetch_rows(w, j0, min(rows, out - j0), in);
   pdl_wait();
   pdl_trigger();
 }

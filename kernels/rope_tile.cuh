@@ -29,35 +29,81 @@ __device__ __forceinline__ void rope_rotate_row(const T* src, T* dst, const floa
   }
 }
 
+// Token t's rows of the cos/sin tables; false (the rotation gives NaN, as
+// for every caller) when rows[t] is outside [0, table_rows).
+__device__ __forceinline__ bool rope_table_row(const RopeQkvParams& p, int64_t t, const float*& c_row,
+                                               const float*& s_row) {
+  const int64_t half = p.head_dim / 2;
+  const int32_t r = p.rows[t];
+  const bool ok = r >= 0 && r < p.table_rows;
+  c_row = p.cos + (ok ? int64_t(r) * half : 0);
+  s_row = p.sin + (ok ? int64_t(r) * half : 0);
+  return ok;
+}
+
+// Where head h (q heads, then k heads, then v heads) of token t goes: kind 0
+// q, 1 k, 2 v; hk the head within its kind; dst null where a k/v slot is
+// outside [0, slot_limit) (never written).
+template <class T> struct RopeQkvDest {
+  int kind;
+  int64_t hk;
+  T* dst;
+};
+template <class T>
+__device__ __forceinline__ RopeQkvDest<T> rope_qkv_dest(const RopeQkvParams& p, int64_t t, int64_t h) {
+  const int64_t qh = p.q_heads, kh = p.kv_heads, D = p.head_dim;
+  if (h < qh) return {0, h, static_cast<T*>(p.q_out) + (t * qh + h) * D};
+  const int64_t slot = p.slots ? int64_t(p.slots[t]) : t;
+  const int kind = h < qh + kh ? 1 : 2;
+  const int64_t hk = kind == 1 ? h - qh : h - qh - kh;
+  if (slot < 0 || slot >= p.slot_limit) return {kind, hk, nullptr};  // never write outside the destination
+  T* out = static_cast<T*>(kind == 1 ? p.k_out : p.v_out);
+  return {kind, hk, out + hk * p.out_head_stride + slot * p.out_slot_stride};
+}
+
 // Token t, head h of the q heads, then the k heads, then the v heads (when p.v).
 template <class T, class LD>
 __device__ __forceinline__ void rope_qkv_row(const RopeQkvParams& p, int64_t t, int64_t h, int lane0, int lanes) {
-  const int64_t qh = p.q_heads, kh = p.kv_heads, D = p.head_dim, half = D / 2;
-  if (h >= qh + kh + (p.v ? kh : 0)) return;
-  const int32_t r = p.rows[t];
-  const bool ok = r >= 0 && r < p.table_rows;
-  const float* c_row = p.cos + (ok ? int64_t(r) * half : 0);
-  const float* s_row = p.sin + (ok ? int64_t(r) * half : 0);
-  if (h < qh) {
-    const T* src = static_cast<const T*>(p.q) + t * p.q_ld + h * D;
-    rope_rotate_row<T, LD>(src, static_cast<T*>(p.q_out) + (t * qh + h) * D, c_row, s_row, ok, half, lane0, lanes);
+  const int64_t kh = p.kv_heads, D = p.head_dim, half = D / 2;
+  if (h >= p.q_heads + kh + (p.v ? kh : 0)) return;
+  const float *c_row, *s_row;
+  const bool ok = rope_table_row(p, t, c_row, s_row);
+  const RopeQkvDest<T> d = rope_qkv_dest<T>(p, t, h);
+  if (!d.dst) return;
+  if (d.kind == 0) {
+    const T* src = static_cast<const T*>(p.q) + t * p.q_ld + d.hk * D;
+    rope_rotate_row<T, LD>(src, d.dst, c_row, s_row, ok, half, lane0, lanes);
     return;
   }
-  const int64_t slot = p.slots ? int64_t(p.slots[t]) : t;
-  if (slot < 0 || slot >= p.slot_limit) return;  // never write outside the destination
-  const int64_t hk = h - qh < kh ? h - qh : h - qh - kh;
-  const int64_t dst_at = hk * p.out_head_stride + slot * p.out_slot_stride;
-  if (h < qh + kh) {
-    const T* src = static_cast<const T*>(p.k) + t * p.k_ld + hk * D;
-    rope_rotate_row<T, LD>(src, static_cast<T*>(p.k_out) + dst_at, c_row, s_row, ok, half, lane0, lanes);
+  if (d.kind == 1) {
+    const T* src = static_cast<const T*>(p.k) + t * p.k_ld + d.hk * D;
+    rope_rotate_row<T, LD>(src, d.dst, c_row, s_row, ok, half, lane0, lanes);
     return;
   }
-  const T* src = static_cast<const T*>(p.v) + t * p.v_ld + hk * D;
-  T* dst = static_cast<T*>(p.v_out) + dst_at;
+  const T* src = static_cast<const T*>(p.v) + t * p.v_ld + d.hk * D;
   for (int64_t j = lane0; j < half; j += lanes) {
-    dst[j] = LD::ld(src + j);
-    dst[j + half] = LD::ld(src + j + half);
+    d.dst[j] = LD::ld(src + j);
+    d.dst[j + half] = LD::ld(src + j + half);
   }
+}
+
+// Pair j of token t, head h, from values (x1, x2) = (x[j], x[j + half]) as a
+// GEMM rounds them to T (the fused q/k/v GEMM's epilogue, gemm_skinny.cu):
+// what rope_qkv_row stores for that pair when it reads those values.
+template <class T>
+__device__ __forceinline__ void rope_qkv_pair(const RopeQkvParams& p, int64_t t, int64_t h, int64_t j, T x1, T x2) {
+  const int64_t half = p.head_dim / 2;
+  const float *c_row, *s_row;
+  const bool ok = rope_table_row(p, t, c_row, s_row);
+  const RopeQkvDest<T> d = rope_qkv_dest<T>(p, t, h);
+  if (!d.dst) return;
+  if (d.kind == 2) {
+    d.dst[j] = x1;
+    d.dst[j + half] = x2;
+    return;
+  }
+  const float c = ok ? c_row[j] : NAN, s = ok ? s_row[j] : NAN;
+  rope_pair(to_f32(x1), to_f32(x2), c, s, d.dst[j], d.dst[j + half]);
 }
 
 }  // namespace tf::cuda

@@ -517,6 +517,11 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     qkv_out = slice_rows(prefill_qkv_, 0, n), gu_out = slice_rows(prefill_gu_, 0, n);
   }
   const bool rope_to_cache = cuda && fusions_.fused_rope_kv && !cache.offloaded();
+  // The GEMM epilogue fusions (StepFusions::fused_qkv_rope, fused_gate_up_silu)
+  // take the stacked GEMMs of a step (the skinny kernel's <= 32 rows), the
+  // q/k/v one only where RoPE writes the cache (its epilogue does).
+  const bool qkv_rope = stack_step && rope_to_cache && fusions_.fused_qkv_rope;
+  const bool gate_up_silu = stack_step && fusions_.fused_gate_up_silu;
   const bool fuse_norm = cuda && fusions_.fused_add_norm;
   ops::RmsNormParams np_stored = np;  // the closing add + next norm: the norm of the stored sum, as unfused
   np_stored.rounded_sum = true;
@@ -545,20 +550,24 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     if (!norm_gemm && (l == 0 || !fuse_norm)) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
     const bool stacked = (stack_step || stack_prefill) && L.wqkv.data && L.w_gate_up.data;
     ops::QKVRows qkv_in;
-    if (stacked) {
-      if (!norm_gemm) ops::linear(xn, L.wqkv, qkv_out);
-      qkv_in = ops::qkv_rows(qkv_out, H, KH, D);
-    } else {
+    // The norm prologue and the RoPE epilogue are not one kernel yet: with the
+    // norm-prologue GEMM (run above into qkv_out) RoPE runs as its own launch.
+    const bool rope_epilogue = stacked && qkv_rope && !norm_gemm;
+    if (!stacked) {
       ops::linear(xn, L.wq, q2);
       ops::linear(xn, L.wk, k2);
       ops::linear(xn, L.wv, v2);
       qkv_in = ops::qkv_rows(q, k, v);
+    } else if (!rope_epilogue) {  // with it the GEMM runs below, RoPE and the cache write in its epilogue
+      if (!norm_gemm) ops::linear(xn, L.wqkv, qkv_out);
+      qkv_in = ops::qkv_rows(qkv_out, H, KH, D);
     }
     // After this block q holds the rotated queries and the cache layer l the
     // chunk's K/V (capture_q_ reads q in between on the unfused paths).
     if (rope_to_cache) {
       Tensor kc = cache.layer_k(l), vc = cache.layer_v(l);
-      ops::rope_qkv_to_cache(qkv_in, dcs, dsn, rows, qslots, q, kc, vc);
+      if (rope_epilogue) ops::linear_rope_qkv_to_cache(xn, L.wqkv, dcs, dsn, rows, qslots, q, kc, vc, qkv_out);
+      else ops::rope_qkv_to_cache(qkv_in, dcs, dsn, rows, qslots, q, kc, vc);
     } else {
       if (!cuda) {
         ops::rope_apply(q, cs, sn);
@@ -590,9 +599,13 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
       norm_linear(&proj, L.mlp_norm, np, L.w_gate_up, gu_out);  // x += attn; gu = norm(x) . W^T
     } else {
       ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
-      if (stacked) ops::linear(xn, L.w_gate_up, gu_out);
     }
-    if (stacked) {
+    // As for RoPE: the SwiGLU epilogue does not follow the norm prologue yet.
+    if (stacked && gate_up_silu && !norm_gemm) {  // before fused_silu_down: the SwiGLU once per element, not per down tile
+      ops::linear_gate_up_silu(xn, L.w_gate_up, gate, gu_out);
+      row_parallel_linear(gate, L.w_down);
+    } else if (stacked) {
+      if (!norm_gemm) ops::linear(xn, L.w_gate_up, gu_out);
       if (fusions_.fused_silu_down && stack_step) {  // the fused down GEMM is the skinny (<= 32-row) kernel
         row_parallel_linear(gu_out, L.w_down, true);
       } else {

@@ -27,6 +27,8 @@ const StepFusions& step_fusions_default() {
     d.fused_silu_down = switch_from_env("TRIFORCE_FUSED_SILU_DOWN", d.fused_silu_down);
     d.fused_combine = switch_from_env("TRIFORCE_FUSED_COMBINE", d.fused_combine);
     d.fused_norm_gemm = switch_from_env("TRIFORCE_FUSED_NORM_GEMM", d.fused_norm_gemm);
+    d.fused_gate_up_silu = switch_from_env("TRIFORCE_FUSED_GATE_UP_SILU", d.fused_gate_up_silu);
+    d.fused_qkv_rope = switch_from_env("TRIFORCE_FUSED_QKV_ROPE", d.fused_qkv_rope);
     return d;
   }();
   return f;

@@ -30,6 +30,16 @@
 //     (and the residual add before it) in their prologue
 //     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
 //     launches a layer fewer; the residual alternates between two buffers.
+//   fused_gate_up_silu (TRIFORCE_FUSED_GATE_UP_SILU, off by default until
+//     measured): the stacked gate/up GEMM of a step writes silu(gate) * up
+//     itself (its tiles pair gate row j with up row j, the epilogue rounds
+//     both as stored and applies silu_mul's expression): no silu_mul launch.
+//     Takes precedence over fused_silu_down, which then has nothing to read.
+//   fused_qkv_rope (TRIFORCE_FUSED_QKV_ROPE, off by default until measured):
+//     with fused_rope_kv and a device cache, the stacked q/k/v GEMM of a step
+//     applies RoPE in its epilogue (its tiles pair rows j and j + head_dim / 2
+//     of a head) and writes q, and k and v into the cache at the token's
+//     slot, as rope_qkv_to_cache would from its output: no RoPE launch.
 //   pdl (TRIFORCE_PDL; unset: on for models of hidden size <= kPdlMaxHidden,
 //     off above, as measured on the H200 in results/h200/step-pdl: 135M and
 //     68M steps 12-25% faster, 7B steps about 1 ms slower): the kernels of a
@@ -52,6 +62,8 @@ struct StepFusions {
   bool fused_silu_down = false;
   bool fused_combine = false;
   bool fused_norm_gemm = false;
+  bool fused_gate_up_silu = false;
+  bool fused_qkv_rope = false;
 };
 
 // The defaults of models made in this process: every fusion on, unless its

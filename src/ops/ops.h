@@ -85,6 +85,15 @@ void rope_qkv_split(const QKVRows& in, const Tensor& cos_table, const Tensor& si
                     Tensor& q_out, Tensor& k_out, Tensor& v_out);
 void rope_qkv_to_cache(const QKVRows& in, const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows,
                        const Tensor& slots, Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
+// rope_qkv_to_cache of the stacked q/k/v GEMM x . W_qkv^T (W_qkv [(heads +
+// 2 kv_heads) hd, in], heads from q_out, kv_heads from the cache). On CUDA
+// with <= 32 rows, hd / 2 a multiple of 8 and a tensor-core skinny variant one
+// kernel (the RoPE and the cache write in the GEMM's epilogue), bit-identical
+// to the two ops; elsewhere those two ops, with `scratch` [n, (heads + 2
+// kv_heads) hd] holding the GEMM's output (untouched by the one kernel).
+void linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor& cos_table, const Tensor& sin_table,
+                              const Tensor& rows, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                              Tensor& v_cache, Tensor& scratch);
 
 // ---- SwiGLU: out = silu(gate) * up; all [n, inter]; out may alias gate ----
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
@@ -97,6 +106,12 @@ void silu_mul_halves(const Tensor& gate_up, Tensor& out);
 // two ops; elsewhere it is those two ops, with `scratch` [n, inter] holding
 // the SwiGLU. y [n, out] in gate_up's dtype or f32.
 void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y, Tensor& scratch);
+// out = silu_mul_halves(x . W_gate_up^T) (W_gate_up [2 inter, in], the gate
+// rows then the up rows; out [n, inter]). On CUDA with <= 32 rows, inter a
+// multiple of 8 and a tensor-core skinny variant one kernel (the SwiGLU in the
+// GEMM's epilogue), bit-identical to the two ops; elsewhere those two ops,
+// with `scratch` [n, 2 inter] holding the GEMM's output (untouched by the one kernel).
+void linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out, Tensor& scratch);
 
 // ---- an RMSNorm folded into the linear after it (CUDA steps) ----
 // y = rmsnorm(s) . W^T with s = residual (+ add, when given), and sum_out =

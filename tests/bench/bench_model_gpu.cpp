@@ -34,12 +34,16 @@
 // argument, a bit mask of the launch switches, whatever the environment says:
 // 1 programmatic dependent launch (StepFusions::pdl), 2 the SiLU-mul read by
 // the down projection (fused_silu_down), 4 the combine in the attention split
-// kernel (fused_combine), 32 the norm-prologue GEMMs (fused_norm_gemm); 0 is
-// the step before them, 7 the first three, 33 PDL + the norm prologue. One run
-// prints 0, 1, 2, 4, 7 for every shape (graphs on, ~2-3 minutes):
+// kernel (fused_combine), 8 the SwiGLU in the gate/up GEMM's epilogue
+// (fused_gate_up_silu), 16 RoPE and the KV write in the q/k/v GEMM's epilogue
+// (fused_qkv_rope), 32 the norm-prologue GEMMs (fused_norm_gemm; the two
+// epilogues then step aside); 0 is the step before them, 7 the first three,
+// 25 PDL with both epilogues, 33 PDL with the norm prologue (BM_Step135M also 9
+// and 17: PDL with each epilogue). One run
+// prints 0, 1, 2, 4, 7 (and 9, 17, 25, 33 where listed) for every shape (graphs on, ~2-3 minutes):
 //   bench_model_gpu --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/|BM_(Verify135M|DraftVerify68M|RetrievalStep7B)/[0-9]+/1/[0-9]+/|BM_Decode7B/8192/1/'
-// (13 shapes x 5 masks = 65 benchmarks).
-// Counters pdl, silu_down and combine show the switches in force; overlapped counts the
+// (13 shapes x 5 masks = 65 benchmarks, plus the epilogue masks).
+// Counters pdl, silu_down, combine, gate_up_silu and qkv_rope show the switches in force; overlapped counts the
 // launches per timed step that carried the PDL attribute (eager steps only: a
 // graph replay launches without the host, so 0 there).
 //
@@ -148,24 +152,28 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
   state.counters["pdl"] = m.step_fusions().pdl;
   state.counters["silu_down"] = m.step_fusions().fused_silu_down;
   state.counters["combine"] = m.step_fusions().fused_combine;
+  state.counters["gate_up_silu"] = m.step_fusions().fused_gate_up_silu;
+  state.counters["qkv_rope"] = m.step_fusions().fused_qkv_rope;
   state.counters["norm_gemm"] = m.step_fusions().fused_norm_gemm;
 }
 
 // The launch switches as the bit mask state.range(mask_at) says (-1: the
 // process defaults for this model's size): 1 pdl, 2 fused_silu_down, 4 fused_combine,
-// 32 fused_norm_gemm.
+// 8 fused_gate_up_silu, 16 fused_qkv_rope, 32 fused_norm_gemm.
 void set_launch_switches(benchmark::State& state, LlamaModel& m, int mask_at) {
   StepFusions f = m.step_fusions();
   const StepFusions d = step_fusions_for(m.config().hidden_size);
   const int64_t mask = mask_at >= 0 ? state.range(mask_at)
                                     : (d.pdl ? 1 : 0) | (d.fused_silu_down ? 2 : 0) | (d.fused_combine ? 4 : 0) |
+                                          (d.fused_gate_up_silu ? 8 : 0) | (d.fused_qkv_rope ? 16 : 0) |
                                           (d.fused_norm_gemm ? 32 : 0);
   const bool pdl = (mask & 1) != 0, silu_down = (mask & 2) != 0, combine = (mask & 4) != 0;
-  const bool norm_gemm = (mask & 32) != 0;
+  const bool gate_up_silu = (mask & 8) != 0, qkv_rope = (mask & 16) != 0, norm_gemm = (mask & 32) != 0;
   if (f.pdl == pdl && f.fused_silu_down == silu_down && f.fused_combine == combine &&
-      f.fused_norm_gemm == norm_gemm)
+      f.fused_gate_up_silu == gate_up_silu && f.fused_qkv_rope == qkv_rope && f.fused_norm_gemm == norm_gemm)
     return;
-  f.pdl = pdl, f.fused_silu_down = silu_down, f.fused_combine = combine, f.fused_norm_gemm = norm_gemm;
+  f.pdl = pdl, f.fused_silu_down = silu_down, f.fused_combine = combine;
+  f.fused_gate_up_silu = gate_up_silu, f.fused_qkv_rope = qkv_rope, f.fused_norm_gemm = norm_gemm;
   m.set_step_fusions(f);  // drops the recorded graphs: they launch what the old switches chose
 }
 
@@ -229,6 +237,8 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
   state.SetLabel(name + " n=" + std::to_string(n_tokens) + (graphs ? " graphs" : " eager") +
                  (l.model->step_fusions().pdl ? " pdl" : "") + (l.model->step_fusions().fused_silu_down ? " silu_down" : "") +
                  (l.model->step_fusions().fused_combine ? " combine" : "") +
+                 (l.model->step_fusions().fused_gate_up_silu ? " gate_up_silu" : "") +
+                 (l.model->step_fusions().fused_qkv_rope ? " qkv_rope" : "") +
                  (l.model->step_fusions().fused_norm_gemm ? " norm_gemm" : ""));
 }
 
@@ -410,10 +420,10 @@ BENCHMARK(BM_Prefill8B_GQA)
     ->Args({131072, 1, 8192, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7, 9, 17, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 // Arguments: context, tokens.
 BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);

@@ -3,7 +3,9 @@
 // rope_qkv_to_cache (RoPE of q and k + the K/V cache write) and rope_qkv_split
 // from a stacked q/k/v GEMM output or from separate q, k, v; silu_mul_halves
 // from a stacked gate/up output; add_rmsnorm with rounded_sum (the closing
-// add + the next norm); and the stacked q/k/v and gate/up GEMMs themselves.
+// add + the next norm); the stacked q/k/v and gate/up GEMMs themselves; and
+// those GEMMs with RoPE + the KV write or the SwiGLU in their epilogue
+// against the GEMM then the op.
 // Shapes: head_dim 64/128, MHA and GQA (9/3 as SmolLM2, 32/8 as Llama 3),
 // n = 1..32, f16 and bf16. Every output is poisoned (0xFF: NaN) first; cache
 // slots the op must not touch have to stay poisoned. SKIPPED without a device.
@@ -223,6 +225,113 @@ TEST(KernelsStepFusions, SiluMulDownGemmEqualsSiluMulThenLinear) {
           Tensor hy = to_host_f32(fused);
           for (int64_t j = 0; j < hy.numel(); ++j) ASSERT_TRUE(std::isfinite(hy.ptr<float>()[j])) << j;
         }
+}
+
+// The n of the skinny GEMM's three tile counts and their edges.
+const int64_t kEpilogueSteps[] = {1, 3, 8, 9, 16, 17, 32};
+
+bool untouched(const Tensor& t) {
+  const std::vector<uint8_t> b = raw(t);
+  return std::all_of(b.begin(), b.end(), [](uint8_t x) { return x == 0xFF; });
+}
+
+// The gate/up GEMM with the SwiGLU in its epilogue (linear_gate_up_silu,
+// StepFusions::fused_gate_up_silu) against the GEMM into [gate | up] then
+// silu_mul_halves, bit for bit: inter a multiple of 8 but not of 16 (the
+// tiles pair gate row j with up row j, 8 a tile), hidden not a multiple of the
+// k-block, every tile count.
+TEST(KernelsStepFusions, GateUpSiluEpilogueEqualsGemmThenSiluMul) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (auto [hidden, I] : {std::pair<int64_t, int64_t>{576, 1536}, {200, 24}, {768, 3072}, {1024, 2824}})
+      for (int64_t n : kEpilogueSteps) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << hidden << " inter=" << I << " n=" << n);
+        Tensor x = to_device_as(host_random({n, hidden}, 51 + n + hidden, 2.0f), Device::CUDA, dt);
+        Tensor w = to_device_as(host_random({2 * I, hidden}, 53 + I, 0.08f), Device::CUDA, dt);
+        Tensor gu = poisoned(dt, {n, 2 * I}), plain = poisoned(dt, {n, I});
+        ops::linear(x, w, gu);
+        ops::silu_mul_halves(gu, plain);
+        Tensor fused = poisoned(dt, {n, I}), scratch = poisoned(dt, {n, 2 * I});
+        ops::linear_gate_up_silu(x, w, fused, scratch);
+        expect_bitwise(fused, plain, "gate/up GEMM + SwiGLU");
+        EXPECT_TRUE(untouched(scratch)) << "the fused path wrote its fallback scratch";
+        const Tensor h = to_host_f32(fused);
+        for (int64_t j = 0; j < h.numel(); ++j) ASSERT_TRUE(std::isfinite(h.ptr<float>()[j])) << "element " << j;
+      }
+}
+
+// The q/k/v GEMM with RoPE and the KV write in its epilogue
+// (linear_rope_qkv_to_cache, StepFusions::fused_qkv_rope) against the GEMM
+// into the stacked output then rope_qkv_to_cache, bit for bit, q and both
+// whole cache layers: head_dim 64 and 128, GQA 1, 3 and 4, tokens whose table
+// row is outside the tables (NaN rows, as the unfused kernel gives) and whose
+// slot is outside the cache (never written: the poison must stay).
+TEST(KernelsStepFusions, QkvRopeEpilogueEqualsGemmThenRopeToCache) {
+  REQUIRE_DEVICE();
+  struct Shape {
+    int64_t hidden, H, KH, D;
+  };
+  for (DType dt : kDtypes)
+    for (Shape sh : {Shape{576, 9, 3, 64}, Shape{768, 12, 12, 64}, Shape{200, 8, 2, 128}, Shape{1024, 12, 4, 128}})
+      for (int64_t n : kEpilogueSteps) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << sh.hidden << " H=" << sh.H
+                                          << " KH=" << sh.KH << " D=" << sh.D << " n=" << n);
+        const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D, table_rows = 40, cap = 2 * n + 7;
+        Tensor cos, sin;
+        rope_tables(table_rows, D, cos, sin);
+        std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          // Every fifth token past the tables (either side), every fourth past the cache (either side).
+          rows_v[size_t(i)] = i % 5 == 4 ? int32_t(i % 2 ? -1 - i : table_rows + i) : int32_t((i * 11 + 3) % table_rows);
+          slots_v[size_t(i)] = i % 4 == 3 ? int32_t(i % 2 ? cap + i : -1 - i) : int32_t(cap - 1 - 2 * i);
+        }
+        Tensor dcos = device_f32(cos), dsin = device_f32(sin), drows = device_i32(rows_v), dslots = device_i32(slots_v);
+        Tensor x = to_device_as(host_random({n, sh.hidden}, 61 + n + sh.hidden, 2.0f), Device::CUDA, dt);
+        Tensor w = to_device_as(host_random({ld, sh.hidden}, 63 + ld, 0.08f), Device::CUDA, dt);
+
+        FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
+        std::vector<int32_t> all(static_cast<size_t>(cap));
+        for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
+        for (FullKVCache* c : {&ucache, &fcache}) {
+          c->append_slots(all.data(), cap);
+          Tensor lk = c->layer_k(0), lv = c->layer_v(0);
+          poison(lk), poison(lv);
+        }
+        Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D});
+        ops::linear(x, w, qkv);
+        {
+          Tensor uk = ucache.layer_k(0), uv = ucache.layer_v(0);
+          ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), dcos, dsin, drows, dslots, uq, uk, uv);
+        }
+        Tensor fq = poisoned(dt, {n, H, D}), scratch = poisoned(dt, {n, ld});
+        Tensor fk = fcache.layer_k(0), fv = fcache.layer_v(0);
+        ops::linear_rope_qkv_to_cache(x, w, dcos, dsin, drows, dslots, fq, fk, fv, scratch);
+        expect_bitwise(fq, uq, "q");
+        expect_bitwise(fk, ucache.layer_k(0), "K layer (written and untouched slots)");
+        expect_bitwise(fv, ucache.layer_v(0), "V layer (written and untouched slots)");
+        EXPECT_TRUE(untouched(scratch)) << "the fused path wrote its fallback scratch";
+        // The reference itself: q rows of in-table tokens finite, the others NaN; out-of-cache slots unwritten.
+        const Tensor hq = to_host_f32(fq);
+        for (int64_t i = 0; i < n; ++i) {
+          const bool in_table = rows_v[size_t(i)] >= 0 && rows_v[size_t(i)] < table_rows;
+          for (int64_t j = 0; j < H * D; ++j)
+            ASSERT_EQ(std::isfinite(hq.ptr<float>()[i * H * D + j]), in_table) << "token " << i << " q element " << j;
+        }
+        const Tensor hv = to_host_f32(fv);
+        int64_t written = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const int32_t slot = slots_v[size_t(i)];
+          if (slot < 0 || slot >= cap) continue;
+          ++written;
+          for (int64_t h = 0; h < KH; ++h)
+            for (int64_t j = 0; j < D; ++j)
+              ASSERT_TRUE(std::isfinite(hv.ptr<float>()[(h * cap + slot) * D + j])) << "token " << i << " v";
+        }
+        int64_t poisoned_slots = 0;  // every slot no token names keeps the 0xFF poison (NaN)
+        for (int64_t slot = 0; slot < cap; ++slot)
+          poisoned_slots += std::isnan(hv.ptr<float>()[slot * D]) ? 1 : 0;
+        EXPECT_EQ(poisoned_slots, cap - written);
+      }
 }
 
 TEST(KernelsStepFusions, AddRmsNormRoundedSumIsAddThenNorm) {

@@ -11,7 +11,11 @@
 // down projection (fused_silu_down) and the combine in the attention split
 // kernel (fused_combine) too, each alone and all together, with every switch
 // off and every switch on, graphs on and off; with PDL the launches must have
-// overlapped. The norm-prologue GEMMs (fused_norm_gemm) alone and with PDL.
+// overlapped. The GEMM epilogue fusions (fused_gate_up_silu: the SwiGLU in
+// the gate/up GEMM; fused_qkv_rope: RoPE and the KV write in the q/k/v GEMM)
+// the same way: each alone, and both with every launch switch above; the
+// KV cache after the sequence must match too (the fused RoPE writes it). The
+// norm-prologue GEMMs (fused_norm_gemm) alone, with PDL, and with everything.
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
 // llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
 // 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
@@ -41,6 +45,22 @@ namespace {
 const int64_t kMaxChunk = pick<int64_t>(512, 128);
 const int64_t kPrompt = pick<int64_t>(700, 200);
 
+// Slots [0, length) of every head of a device cache layer [kv_heads, capacity,
+// hd], their raw bits in an f32 tensor's bytes (compared bitwise, never as
+// floats). The other slots hold whatever the allocation did.
+Tensor used_slots_bits(const Tensor& layer, int64_t length) {
+  const int64_t KH = layer.shape[0], cap = layer.shape[1];
+  const size_t head_bytes = layer.bytes() / size_t(KH), used = head_bytes / size_t(cap) * size_t(length);
+  std::vector<uint8_t> all(layer.bytes());
+  copy_bytes(all.data(), Device::CPU, layer.data, layer.device, all.size());
+  Tensor bits = Tensor::cpu(DType::F32, {int64_t((size_t(KH) * used + 3) / 4)});
+  std::memset(bits.data, 0, bits.bytes());
+  for (int64_t h = 0; h < KH; ++h)
+    std::memcpy(static_cast<uint8_t*>(bits.data) + size_t(h) * used, all.data() + size_t(h) * head_bytes, used);
+  return bits;
+}
+
+// The logits of every call, then the final cache's K and V layers (used_slots_bits).
 std::vector<Tensor> run_sequence(LlamaModel& m) {
   const int64_t V = m.config().vocab_size;
   auto cache = m.make_cache(kPrompt + 500);
@@ -51,6 +71,8 @@ std::vector<Tensor> run_sequence(LlamaModel& m) {
   out.push_back(m.forward(tokens_for(20, V, salt++), cache, 1));  // one logit row of 20
   cache.truncate(kPrompt + 4);
   for (int64_t n : {3, 1, 7, 1}) out.push_back(m.forward(tokens_for(n, V, salt++), cache));
+  for (int64_t l = 0; l < m.config().num_layers; ++l)
+    for (const Tensor& layer : {cache.layer_k(l), cache.layer_v(l)}) out.push_back(used_slots_bits(layer, cache.length()));
   return out;
 }
 
@@ -59,20 +81,27 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
   ref.set_cuda_graphs(false);
   ref.set_step_fusions(StepFusions{false, false, false});
   const std::vector<Tensor> want = run_sequence(ref);
+  const size_t calls = want.size() - 2 * size_t(cfg.num_layers);  // then the cache's K and V layers
   // extra: 0 the three switches alone, 1 with the persistent step, 2 with PDL,
   // 3 with the fused SiLU-down, 4 with the fused combine, 5 with all three,
-  // 6 with the norm-prologue GEMMs, 7 with those and PDL
-  for (int extra : {0, 1, 2, 3, 4, 5, 6, 7})
+  // 6 with the gate/up SwiGLU epilogue, 7 with the q/k/v RoPE epilogue, 8 with
+  // both and the three of 5, 9 with the norm-prologue GEMMs, 10 with those and
+  // PDL, 11 with every switch of 8 and the norm prologue
+  for (int extra : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
   for (int bits = 0; bits < 8; ++bits)
     for (bool graphs : {false, true}) {
-      const bool persistent = extra == 1, pdl = extra == 2 || extra == 5 || extra == 7;
-      const bool silu_down = extra == 3 || extra == 5, norm_gemm = extra >= 6;
-      const bool combine = extra == 4 || extra == 5;
+      const bool persistent = extra == 1, pdl = extra == 2 || extra == 5 || extra == 8 || extra >= 10;
+      const bool silu_down = extra == 3 || extra == 5 || extra == 8 || extra == 11;
+      const bool combine = extra == 4 || extra == 5 || extra == 8 || extra == 11;
+      const bool gate_up_silu = extra == 6 || extra == 8 || extra == 11;
+      const bool qkv_rope = extra == 7 || extra == 8 || extra == 11, norm_gemm = extra >= 9;
       StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
       f.persistent_step = persistent;
       f.pdl = pdl;
       f.fused_silu_down = silu_down;
       f.fused_combine = combine;
+      f.fused_gate_up_silu = gate_up_silu;
+      f.fused_qkv_rope = qkv_rope;
       f.fused_norm_gemm = norm_gemm;
       if (bits == 0 && !graphs && extra == 0) continue;  // the reference itself
       if (extra != 0 && bits != 0 && bits != 7) continue;
@@ -87,14 +116,17 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
                                std::to_string(f.fused_rope_kv) + " add_norm=" + std::to_string(f.fused_add_norm) +
                                " graphs=" + std::to_string(graphs) + " persistent=" + std::to_string(persistent) +
                                " pdl=" + std::to_string(pdl) + " silu_down=" + std::to_string(silu_down) +
-                               " combine=" + std::to_string(combine) + " norm_gemm=" + std::to_string(norm_gemm);
+                               " combine=" + std::to_string(combine) + " gate_up_silu=" +
+                               std::to_string(gate_up_silu) + " qkv_rope=" + std::to_string(qkv_rope) +
+                               " norm_gemm=" + std::to_string(norm_gemm);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
-        for (int64_t j = 0; j < got[i].numel(); ++j)
+        for (int64_t j = 0; i < calls && j < got[i].numel(); ++j)  // the cache bits are no floats
           ASSERT_TRUE(std::isfinite(got[i].ptr<float>()[j])) << what << " call " << i << " element " << j;
         EXPECT_EQ(std::memcmp(got[i].data, want[i].data, got[i].bytes()), 0)
-            << what << ": call " << i << " differs from the unfused forward";
+            << what << ": " << (i < calls ? "call " + std::to_string(i) : "cache layer " + std::to_string(i - calls))
+            << " differs from the unfused forward";
       }
       if (graphs) EXPECT_GT(m.step_graphs().replays(), 0) << what << ": no graph was replayed";
       // Eager only: the persistent step never runs from the step graphs (model/persistent_step.cpp).

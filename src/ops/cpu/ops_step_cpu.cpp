@@ -1,5 +1,6 @@
 // The ops that fuse parts of one forward step (ops.h: qkv_rows,
-// rope_qkv_split, rope_qkv_to_cache, silu_mul_halves): shape checks shared by
+// rope_qkv_split, rope_qkv_to_cache, silu_mul_halves, and the GEMMs with
+// those in their epilogue): shape checks shared by
 // both devices, the device dispatch, and the f32 CPU bodies, which compute
 // exactly what the unfused CPU ops (rope_apply_rows, a cache write, silu_mul) do.
 #include <cmath>
@@ -116,20 +117,65 @@ void rope_qkv_split(const QKVRows& in, const Tensor& cos, const Tensor& sin, con
   rope_qkv_cpu(op, in, cos, sin, rows, nullptr, n, q_out, k_out.ptr<float>(), v_out.ptr<float>(), D, KH * D);
 }
 
-void rope_qkv_to_cache(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows,
-                       const Tensor& slots, Tensor& q_out, Tensor& k_cache, Tensor& v_cache) {
-  const char* op = "rope_qkv_to_cache";
-  const int64_t n = check_rope_inputs(op, in, cos, sin, rows, q_out);
-  const int64_t KH = in.k.shape[1], D = in.k.shape[2];
+namespace {
+// rope_qkv_to_cache's checks beyond check_rope_inputs.
+void check_cache_outputs(const char* op, const QKVRows& in, const Tensor& slots, const Tensor& k_cache,
+                         const Tensor& v_cache) {
+  const int64_t n = in.q.shape[0], KH = in.k.shape[1], D = in.k.shape[2];
   TF_CHECK(k_cache.shape.size() == 3 && k_cache.shape[0] == KH && k_cache.shape[2] == D && v_cache.shape == k_cache.shape,
            op << ": cache layer " << shape_str(k_cache.shape) << ", expected [" << KH << ", capacity, " << D << "]");
   TF_CHECK(slots.dtype == DType::I32 && slots.numel() == n && slots.device == in.q.device,
            op << ": slots must be i32 [" << n << "] on the tensors' device");
   same_place(op, in.q, {&k_cache, &v_cache}, in.q.dtype);
+}
+}  // namespace
+
+void rope_qkv_to_cache(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows,
+                       const Tensor& slots, Tensor& q_out, Tensor& k_cache, Tensor& v_cache) {
+  const char* op = "rope_qkv_to_cache";
+  check_rope_inputs(op, in, cos, sin, rows, q_out);
+  check_cache_outputs(op, in, slots, k_cache, v_cache);
   if (in.q.device == Device::CUDA) return cuda_body::rope_qkv(in, cos, sin, rows, &slots, q_out, k_cache, v_cache, true);
+  const int64_t D = in.k.shape[2];
   const int64_t cap = k_cache.shape[1];
   rope_qkv_cpu(op, in, cos, sin, rows, slots.ptr<int32_t>(), cap, q_out, k_cache.ptr<float>(), v_cache.ptr<float>(),
                cap * D, D);
+}
+
+void linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor& cos, const Tensor& sin,
+                              const Tensor& rows, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                              Tensor& v_cache, Tensor& scratch) {
+  const char* op = "linear_rope_qkv_to_cache";
+  TF_CHECK(q_out.shape.size() == 3 && k_cache.shape.size() == 3,
+           op << ": q_out " << shape_str(q_out.shape) << " / cache layer " << shape_str(k_cache.shape)
+              << ", expected [n, heads, hd] / [kv_heads, capacity, hd]");
+  TF_CHECK(x.shape.size() == 2 && w_qkv.shape.size() == 2 && w_qkv.shape[1] == x.shape[1] &&
+               scratch.shape == std::vector<int64_t>({x.shape[0], w_qkv.shape[0]}),
+           op << ": x " << shape_str(x.shape) << " . W " << shape_str(w_qkv.shape) << "^T into scratch "
+              << shape_str(scratch.shape) << " do not match");
+  // The checks of rope_qkv_to_cache on the GEMM output's views, which the one kernel never writes.
+  const QKVRows in = qkv_rows(scratch, q_out.shape[1], k_cache.shape[0], q_out.shape[2]);
+  check_rope_inputs(op, in, cos, sin, rows, q_out);
+  check_cache_outputs(op, in, slots, k_cache, v_cache);
+  same_place(op, x, {&w_qkv, &scratch}, x.dtype);
+  if (x.device == Device::CUDA &&
+      cuda_body::linear_rope_qkv_to_cache(x, w_qkv, cos, sin, rows, slots, q_out, k_cache, v_cache))
+    return;
+  linear(x, w_qkv, scratch);
+  rope_qkv_to_cache(in, cos, sin, rows, slots, q_out, k_cache, v_cache);
+}
+
+void linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out, Tensor& scratch) {
+  TF_CHECK(x.shape.size() == 2 && w_gate_up.shape.size() == 2 && out.shape.size() == 2 &&
+               w_gate_up.shape[1] == x.shape[1] && w_gate_up.shape[0] == 2 * out.shape[1] &&
+               out.shape[0] == x.shape[0] && scratch.shape == std::vector<int64_t>({x.shape[0], w_gate_up.shape[0]}),
+           "linear_gate_up_silu: x " << shape_str(x.shape) << " . W " << shape_str(w_gate_up.shape) << "^T into out "
+                                     << shape_str(out.shape) << " (scratch " << shape_str(scratch.shape)
+                                     << ") do not match (expected [n, in], [2 inter, in], [n, inter], [n, 2 inter])");
+  same_place("linear_gate_up_silu", x, {&w_gate_up, &out, &scratch}, x.dtype);
+  if (x.device == Device::CUDA && cuda_body::linear_gate_up_silu(x, w_gate_up, out)) return;
+  linear(x, w_gate_up, scratch);
+  silu_mul_halves(scratch, out);
 }
 
 void linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor& y, Tensor& scratch) {

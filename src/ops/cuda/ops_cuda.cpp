@@ -245,6 +245,39 @@ void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   cuda::silu_mul(p, cuda::compute_stream());
 }
 
+namespace {
+// Everything of rope_qkv's params but its inputs: q_out [n, heads, hd]; k_dst,
+// v_dst one cache layer [kv_heads, capacity, hd] at *slots (to_cache) or [n, kv_heads, hd].
+cuda::RopeQkvParams rope_destination(const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
+                                     Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache) {
+  const int64_t D = q_out.shape[2];
+  cuda::RopeQkvParams p;
+  p.q_out = q_out.data, p.k_out = k_dst.data, p.v_out = v_dst.data;
+  if (to_cache) {
+    p.out_head_stride = k_dst.shape[1] * D, p.out_slot_stride = D;
+    p.slots = slots->ptr<int32_t>(), p.slot_limit = k_dst.shape[1];
+    p.kv_heads = k_dst.shape[0];
+  } else {
+    p.out_head_stride = D, p.out_slot_stride = k_dst.shape[1] * D, p.slot_limit = q_out.shape[0];
+    p.kv_heads = k_dst.shape[1];
+  }
+  p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>(), p.rows = rows.ptr<int32_t>(), p.table_rows = cos.shape[0];
+  p.n = q_out.shape[0], p.q_heads = q_out.shape[1], p.head_dim = D, p.dtype = q_out.dtype;
+  return p;
+}
+
+// Whether the skinny GEMM's epilogue fusions take x [n, in] . W^T (gemm_skinny.cuh).
+bool epilogue_fits(const Tensor& x, const Tensor& w) {
+  return x.shape[0] <= cuda::kSkinnyGemmMaxRows && x.shape[1] % 8 == 0 && cuda::gemm_skinny_fuses_silu_mul();
+}
+cuda::SkinnyGemmParams epilogue_gemm(const Tensor& x, const Tensor& w) {
+  cuda::SkinnyGemmParams p;
+  p.x = x.data, p.w = w.data, p.n = x.shape[0], p.in = x.shape[1], p.out = w.shape[0];
+  p.dtype = p.y_dtype = x.dtype;
+  return p;
+}
+}  // namespace
+
 void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
               Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache) {
   const char* op = to_cache ? "rope_qkv_to_cache" : "rope_qkv_split";
@@ -252,20 +285,42 @@ void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Ten
   expect_dev(op, "cos", cos, 2);
   expect_dev(op, "rows", rows, 1);
   expect_half(op, "q", in.q, in.q.dtype);
-  const int64_t D = in.q.shape[2];
-  cuda::RopeQkvParams p;
+  cuda::RopeQkvParams p = rope_destination(cos, sin, rows, slots, q_out, k_dst, v_dst, to_cache);
   p.q = in.q.data, p.k = in.k.data, p.v = in.v.data, p.q_ld = in.q_ld, p.k_ld = in.k_ld, p.v_ld = in.v_ld;
-  p.q_out = q_out.data, p.k_out = k_dst.data, p.v_out = v_dst.data;
-  if (to_cache) {
-    p.out_head_stride = k_dst.shape[1] * D, p.out_slot_stride = D;
-    p.slots = slots->ptr<int32_t>(), p.slot_limit = k_dst.shape[1];
-  } else {
-    p.out_head_stride = D, p.out_slot_stride = in.k.shape[1] * D, p.slot_limit = in.q.shape[0];
-  }
-  p.cos = cos.ptr<float>(), p.sin = sin.ptr<float>(), p.rows = rows.ptr<int32_t>(), p.table_rows = cos.shape[0];
-  p.n = in.q.shape[0], p.q_heads = in.q.shape[1], p.kv_heads = in.k.shape[1], p.head_dim = D, p.dtype = in.q.dtype;
   p.vec8 = p.n > cuda::kSkinnyGemmMaxRows;  // prefill rows only
   cuda::rope_qkv(p, cuda::compute_stream());
+}
+
+bool linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out) {
+  const char* op = "linear_gate_up_silu";
+  expect_dev(op, "x", x, 2);
+  expect_dev(op, "w_gate_up", w_gate_up, 2);
+  expect_dev(op, "out", out, 2);
+  expect_half(op, "w_gate_up", w_gate_up, x.dtype);
+  expect_half(op, "out", out, x.dtype);
+  if (!epilogue_fits(x, w_gate_up) || out.shape[1] % 8 != 0) return false;
+  cuda::SkinnyGemmParams p = epilogue_gemm(x, w_gate_up);
+  p.y = out.data;
+  cuda::gemm_skinny_gate_up_silu(p, cuda::compute_stream());
+  return true;
+}
+
+bool linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor& cos, const Tensor& sin,
+                              const Tensor& rows, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                              Tensor& v_cache) {
+  const char* op = "linear_rope_qkv_to_cache";
+  expect_dev(op, "x", x, 2);
+  expect_dev(op, "w_qkv", w_qkv, 2);
+  expect_dev(op, "q_out", q_out, 3);
+  expect_dev(op, "cos", cos, 2);
+  expect_dev(op, "rows", rows, 1);
+  expect_dev(op, "slots", slots, 1);
+  expect_half(op, "w_qkv", w_qkv, x.dtype);
+  expect_half(op, "q_out", q_out, x.dtype);
+  if (!epilogue_fits(x, w_qkv) || q_out.shape[2] % 16 != 0) return false;
+  const cuda::RopeQkvParams r = rope_destination(cos, sin, rows, &slots, q_out, k_cache, v_cache, true);
+  cuda::gemm_skinny_qkv_rope(epilogue_gemm(x, w_qkv), r, cuda::compute_stream());
+  return true;
 }
 
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& ap) {
@@ -423,6 +478,11 @@ bool norm_linear(const Tensor&, const Tensor*, Tensor*, const Tensor&, const Rms
 void rope_qkv(const QKVRows&, const Tensor&, const Tensor&, const Tensor&, const Tensor*, Tensor&, Tensor&, Tensor&,
               bool to_cache) {
   none(to_cache ? "rope_qkv_to_cache" : "rope_qkv_split");
+}
+bool linear_gate_up_silu(const Tensor&, const Tensor&, Tensor&) { none("linear_gate_up_silu"); }
+bool linear_rope_qkv_to_cache(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              Tensor&, Tensor&, Tensor&) {
+  none("linear_rope_qkv_to_cache");
 }
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&, const ArgmaxIds*) { none("argmax"); }

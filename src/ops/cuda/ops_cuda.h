@@ -27,6 +27,12 @@ bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, con
 // ops_step_cpu.cpp has checked the shapes.
 void rope_qkv(const QKVRows& in, const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor* slots,
               Tensor& q_out, Tensor& k_dst, Tensor& v_dst, bool to_cache);
+// The one-kernel bodies of linear_gate_up_silu and linear_rope_qkv_to_cache;
+// false (nothing launched) where the skinny GEMM cannot take them.
+bool linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out);
+bool linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor& cos, const Tensor& sin,
+                              const Tensor& rows, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
+                              Tensor& v_cache);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
