@@ -16,7 +16,7 @@ for t in test_kernels_norm_gemm test_kernels_step_fusions test_model_step_fusion
   echo "$t: exit $? $(grep -cE '^\[       OK' "$out/$t.log") ok, $(grep -cE '^\[  FAILED' "$out/$t.log") failed lines"
   grep -E "Failure|differs|Expected|Which is" "$out/$t.log" | head -6
 done
-"$build/tests/bench_model_gpu" --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/(1|9|17|25|33)$|BM_(Verify135M|DraftVerify68M)/[0-9]+/1/3/(1|25|33)$' \
+"$build/tests/bench_model_gpu" --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/(1|9|17|25|33)(/|$)|BM_(Verify135M|DraftVerify68M)/[0-9]+/1/3/(1|25|33)(/|$)' \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true \
   --benchmark_out="$out/bench_fusions.json" --benchmark_out_format=json 2>&1 | grep -E "median" |
   tee "$out/bench_fusions.txt"

@@ -17,10 +17,10 @@ for b in counter generation; do
     >"$out/test_persistent_step_$b.log" 2>&1
   echo "test_persistent_step ($b barrier): exit $? $(grep -cE '^\[       OK' "$out/test_persistent_step_$b.log") ok"
   TRIFORCE_PERSISTENT_STEP=1 TRIFORCE_PERSISTENT_BARRIER=$b "$bench" \
-    --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/0/0$|BM_Phases135M' "${agg[@]}" \
+    --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/0/0(/|$)|BM_Phases135M' "${agg[@]}" \
     --benchmark_out="$out/persistent_$b.json" --benchmark_out_format=json 2>&1 | grep -E "median|Phases" |
     tee "$out/persistent_$b.txt"
 done
-"$bench" --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/1$' "${agg[@]}" \
+"$bench" --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/1(/|$)' "${agg[@]}" \
   --benchmark_out="$out/per_op_graph_pdl.json" --benchmark_out_format=json 2>&1 | grep -E "median" |
   tee "$out/per_op_graph_pdl.txt"

@@ -11,7 +11,7 @@ nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems
 [[ -n $nsys ]] || { echo "prefill_profile: nsys not found"; exit 1; }
 TRIFORCE_BENCH_STEPS=1 "$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop -t cuda \
   -o "$out/prefill" --force-overwrite true "$build/tests/bench_model_gpu" \
-  --benchmark_filter='BM_Prefill7B/131072/1/8192/0/0$' >"$out/nsys.log" 2>&1
+  --benchmark_filter='BM_Prefill7B/131072/1/8192/0/0(/|$)' >"$out/nsys.log" 2>&1
 echo "nsys: exit $?"
 grep -E "BM_Prefill" "$out/nsys.log" | head -3
 "$nsys" stats -r cuda_gpu_kern_sum --format csv -o "$out/kern" "$out/prefill.nsys-rep" >/dev/null 2>&1
