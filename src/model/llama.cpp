@@ -268,9 +268,13 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
 }
 
 bool LlamaModel::device_sampling_enabled() {
-  // Off unless asked for until the path has run on a GPU (see docs/ARCHITECTURE.md).
+  // On since its first H200 run (results/h200/device-sampling); =0 is the host
+  // rows' A/B and reference. Read at each call, so a test can switch it.
   const char* v = std::getenv("TRIFORCE_DEVICE_SAMPLING");
-  return v && std::string(v) == "1";
+  if (!v || !*v) return true;
+  const std::string s(v);
+  TF_CHECK(s == "0" || s == "1", "TRIFORCE_DEVICE_SAMPLING=" << s << ": expected 0 or 1");
+  return s == "1";
 }
 
 void LlamaModel::forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,

@@ -116,7 +116,7 @@ class LlamaModel {
   // Positions cache.length() + i.
   void forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
                              const ops::SoftmaxParams& sp, Tensor& rows);
-  // greedy_on_device()'s models, with TRIFORCE_DEVICE_SAMPLING=1 (read at
+  // greedy_on_device()'s models, unless TRIFORCE_DEVICE_SAMPLING=0 (read at
   // each call); otherwise every T > 0 caller takes forward() and the host rules.
   bool sampling_on_device() const { return greedy_on_device_ && device_sampling_enabled(); }
   static bool device_sampling_enabled();

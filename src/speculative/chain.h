@@ -12,7 +12,7 @@
 // verification. Lossless at any temperature/top-p with ResampleMode::residual;
 // exactly generate_autoregressive's output at T = 0.
 // At T > 0, where the drafter and every level can (CUDA models with the whole
-// vocabulary's head; TRIFORCE_DEVICE_SAMPLING=1), the q and p rows
+// vocabulary's head; unless TRIFORCE_DEVICE_SAMPLING=0), the q and p rows
 // stay on the device and only the decisions come back (device_sampler.h);
 // otherwise they come to the host as logits.
 #pragma once
