@@ -2,7 +2,8 @@
 # Issue 17: ms/token of `generate --method ar` (T = 0, graphs on) on MODEL (default synthetic:smollm2-135m,
 # whose step costs what the real SmolLM2's does: same shapes and dtype) at the issue's two prompt lengths
 # (13 and 6478 tokens), for each step configuration in turn: the defaults, each launch-removing fusion alone,
-# all three together, and the persistent step kernel. Every configuration runs REPS times in its own process;
+# all three together, the persistent step kernel, and the decode attention's split size (TRIFORCE_ATTN_SPLIT_SLOTS,
+# 512 by default: at 256 slots one CTA per KV head walks the whole cache). Every configuration runs REPS times in its own process;
 # one JSON line per run in OUT/step_ab.jsonl, the medians printed.
 #   bash experiments/h200/step_ab.sh BUILD_DIR OUT [MODEL]
 set -uo pipefail
@@ -18,6 +19,10 @@ configs=(
   "epilogues:TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1"
   "all3:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1"
   "persistent:TRIFORCE_PERSISTENT_STEP=1"
+  "split64:TRIFORCE_ATTN_SPLIT_SLOTS=64"
+  "split128:TRIFORCE_ATTN_SPLIT_SLOTS=128"
+  "split256:TRIFORCE_ATTN_SPLIT_SLOTS=256"
+  "all3_split64:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1 TRIFORCE_ATTN_SPLIT_SLOTS=64"
 )
 for len in 13 6478; do
   python3 -c "print('\n'.join(str((i * 7919 + 13) % 49152) for i in range($len)))" >"$out/prompt-$len.ids"
