@@ -22,7 +22,8 @@
 # status: clean | ERRORS (reports in our code; also when the job was then cut) | VENDOR (racecheck reports only
 # inside vendor kernels, below) | FAILED (the test failed under the tool with no report: read its log) | KILLED
 # (ended by a signal before its limit: `signal` names it; the OOM killer's SIGKILL is the usual one) | TIMEOUT (its
-# limit or the budget; shrink its filter) | not-run (the budget ran out first).
+# limit or the budget; shrink its filter) | not-run (the budget ran out first) | skipped (every test of the binary
+# skipped, none failed: exit 77).
 # Exit 1 when a job reported errors or failed; timeouts, killed and not-run jobs are listed, not failures.
 #
 # Why these flags (compute-sanitizer docs, "Command Line Options"):
@@ -310,11 +311,12 @@ run_job() {
   elif [[ $cut == timeout ]]; then status=TIMEOUT
   elif [[ $cut == killed ]]; then status=KILLED
   elif [[ $cut == crashed ]]; then status=FAILED
+  elif (( rc == 77 )); then status=skipped  # every test of the binary skipped, none failed (tests/support/skip_exit_code.h)
   elif (( rc != 0 && rc != 99 )); then status=FAILED
   elif (( rc == 99 && probe == 0 && vendor == 0 )); then status=FAILED  # the tool said error but none was counted: read the log
   elif (( vendor > 0 )); then status=VENDOR
   else status=clean; fi
-  if [[ $status == clean || $status == VENDOR ]]; then
+  if [[ $status == clean || $status == VENDOR || $status == skipped ]]; then
     grep -qE "(ERROR|RACECHECK) SUMMARY" "$log" || status=FAILED  # the tool never reported
     # --error-exitcode hides the test's own exit code when the tool reported anything (an NCCL probe, a vendor
     # kernel's race): a failed gtest is read from its output.
@@ -407,8 +409,8 @@ pack() {
       END { for (r = 1; r <= NR; r++) { line = ""; for (i = 1; i <= nf; i++) line = line (i < nf ? sprintf("%-" w[i] "s  ", c[r, i]) : c[r, i]); print line } }' "$out/summary.tsv"
     awk -F'\t' 'NR > 1 { n[$1]++; s[$1 " " $3]++; if ($4 ~ /^[0-9]+$/) e[$1] += $4; if ($5 ~ /^[0-9]+$/) v[$1] += $5
                          if ($6 ~ /^[0-9]+$/) p[$1] += $6 }
-      END { for (t in n) printf "%s: %d jobs: %d clean, %d ERRORS (%d errors), %d VENDOR (%d vendor reports), %d FAILED, %d KILLED, %d TIMEOUT, %d not-run; %d NCCL probe reports\n",
-            t, n[t], s[t " clean"], s[t " ERRORS"], e[t], s[t " VENDOR"], v[t], s[t " FAILED"], s[t " KILLED"], s[t " TIMEOUT"], s[t " not-run"], p[t] }' "$out/summary.tsv"
+      END { for (t in n) printf "%s: %d jobs: %d clean, %d ERRORS (%d errors), %d VENDOR (%d vendor reports), %d FAILED, %d KILLED, %d TIMEOUT, %d not-run, %d skipped; %d NCCL probe reports\n",
+            t, n[t], s[t " clean"], s[t " ERRORS"], e[t], s[t " VENDOR"], v[t], s[t " FAILED"], s[t " KILLED"], s[t " TIMEOUT"], s[t " not-run"], s[t " skipped"], p[t] }' "$out/summary.tsv"
   } >>"$out/summary.txt"
   tar -czf "$out/logs.tar.gz" -C "$work" --exclude='*.row' --exclude='*.rss' --exclude='*.h5' --exclude=cli \
     --exclude=mem.min . 2>/dev/null
