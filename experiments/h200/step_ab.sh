@@ -3,7 +3,7 @@
 # whose step costs what the real SmolLM2's does: same shapes and dtype) at the issue's two prompt lengths
 # (13 and 6478 tokens), for each step configuration in turn: the defaults, each launch-removing fusion alone,
 # all three together, the persistent step kernel, and the decode attention's split size (TRIFORCE_ATTN_SPLIT_SLOTS,
-# 512 by default: at 256 slots one CTA per KV head walks the whole cache). Every configuration runs REPS times in its own process;
+# 512 by default: at 256 slots one CTA per KV head walks the whole cache; auto: 64 for SmolLM2's 3 KV heads). Every configuration runs REPS times in its own process;
 # one JSON line per run in OUT/step_ab.jsonl, the medians printed.
 #   bash experiments/h200/step_ab.sh BUILD_DIR OUT [MODEL]
 set -uo pipefail
@@ -22,7 +22,8 @@ configs=(
   "split64:TRIFORCE_ATTN_SPLIT_SLOTS=64"
   "split128:TRIFORCE_ATTN_SPLIT_SLOTS=128"
   "split256:TRIFORCE_ATTN_SPLIT_SLOTS=256"
-  "all3_split64:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1 TRIFORCE_ATTN_SPLIT_SLOTS=64"
+  "split_auto:TRIFORCE_ATTN_SPLIT_SLOTS=auto"
+  "all3_split_auto:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1 TRIFORCE_ATTN_SPLIT_SLOTS=auto"
 )
 for len in 13 6478; do
   python3 -c "print('\n'.join(str((i * 7919 + 13) % 49152) for i in range($len)))" >"$out/prompt-$len.ids"

@@ -24,8 +24,7 @@ bool g_cuda_graphs_default = true;
 // rounded up (to a power of two up to 8 splits, then to a multiple of 8), so a
 // growing cache is served by a few graphs and a replay launches at most 8
 // splits per head that exit at once. Never past the capacity.
-int64_t graph_grid_slots(int64_t length, int64_t capacity) {
-  const int64_t split = ops::attention_split_slots();
+int64_t graph_grid_slots(int64_t length, int64_t capacity, int64_t split) {
   const int64_t need = std::max<int64_t>(1, (length + split - 1) / split);
   int64_t splits = 1;
   while (splits < need && splits < 8) splits *= 2;
@@ -102,6 +101,7 @@ LlamaModel::LlamaModel(ModelConfig cfg, LlamaWeights w, int64_t max_chunk, paral
     gu_ = act({S, 2 * w_.local_intermediate});
     x_alt_ = act({S, cfg_.hidden_size});  // the residual's second buffer (StepFusions::fused_norm_gemm)
     fusions_ = step_fusions_for(cfg_.hidden_size);
+    attn_split_ = ops::attention_split_slots_for(cfg_.num_kv_heads);
     prefill_ = prefill_options_default();
     dlogits_ = empty_tensor(device_, DType::F32, {std::min<int64_t>(C, kLogitRowsPerLaunch), cfg_.vocab_size});
     logits_host_ = pinned_tensor(DType::F32, {std::min<int64_t>(C, kGraphMaxTokens), w_.lm_head.dim(0)});
@@ -390,8 +390,8 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
   if (!graphs_on_ || n > kGraphMaxTokens || n > max_chunk_ || capture_q_ || cache.offloaded())
     return run_chunk(n, slot, cache, out_from, out, capture_last_row, nullptr);
   GraphLaunch g;
-  g.grid_slots = graph_grid_slots(cache.length(), cache.capacity());
-  const size_t ws = ops::attention_workspace_bytes(n, w_.local_heads, cfg_.head_dim, g.grid_slots);
+  g.grid_slots = graph_grid_slots(cache.length(), cache.capacity(), attn_split_);
+  const size_t ws = ops::attention_workspace_bytes(n, w_.local_heads, cfg_.head_dim, g.grid_slots, attn_split_);
   if (size_t(attn_ws_.bytes()) < ws) {
     graphs_.clear();  // every graph points at the old scratch
     const size_t grown = std::max(ws, 2 * size_t(attn_ws_.bytes()));
@@ -473,6 +473,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   ap.num_kv_heads = KH;
   ap.head_dim = D;
   ap.combine_in_split = cuda && fusions_.fused_combine;
+  ap.split_slots = attn_split_;
   if (g) {
     ap.grid_slots = g->grid_slots;
     ap.workspace = attn_ws_.data;

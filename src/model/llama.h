@@ -208,6 +208,9 @@ class LlamaModel {
   Tensor dids_, ids_host_;
   ops::ArgmaxIds head_argmax_;  // also the reduced vocabulary's ids that forward_distributions expands to
   StepFusions fusions_;
+  // CUDA decode attention: the split every step of this model uses
+  // (ops::attention_split_slots_for its config's KV heads)
+  int64_t attn_split_ = 512;
   // CUDA prefill: the options, and the stacked GEMMs' [max_chunk, ...] outputs (made on first use)
   PrefillOptions prefill_;
   Tensor prefill_qkv_, prefill_gu_;

@@ -84,7 +84,7 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
              "persistent step: the KV cache's layers are not equally spaced");
 
   // The splits the per-op attention would launch: for the graph's bucket, or the length.
-  const int64_t split = ops::attention_split_slots();
+  const int64_t split = attn_split_;
   const int64_t bound = std::min(g ? g->grid_slots : std::max<int64_t>(1, cache.length()), cache.capacity());
   const int max_splits = int((std::max<int64_t>(1, bound) + split - 1) / split);
   const size_t ws = cuda::persistent_step_workspace_bytes(n, H, D, max_splits);

@@ -165,15 +165,34 @@ struct AttentionParams {
   // CUDA decode: the last split block of each KV head merges the splits (no
   // combine launch; the same bits). StepFusions::fused_combine.
   bool combine_in_split = false;
+  // CUDA decode: the KV is split at multiples of this many slots (a multiple
+  // of 64); 0: attention_split_slots(). A model passes the same value to all
+  // its decode and verify calls (attention_split_slots_for), so a verified row
+  // sees the splits its own decode step saw.
+  int64_t split_slots = 0;
 };
 // Decode attention splits the KV at fixed multiples of this many slots, the
 // same for every call of a process (batch invariance: a verified row then sees
 // the splits its own decode step saw). 512 unless TRIFORCE_ATTN_SPLIT_SLOTS
 // (a multiple of 64) says otherwise, read once: a measurement knob.
 int64_t attention_split_slots();
-// fp32 split scratch of a decode attention call of n queries over `slots` slots.
-inline size_t attention_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int64_t slots) {
-  const int64_t split = attention_split_slots();
+// The split a model with num_kv_heads KV heads (the whole model's, not a
+// tensor-parallel shard's, so every TP degree computes the same bits) uses for
+// all its steps. TRIFORCE_ATTN_SPLIT_SLOTS=N: N for every model; =auto: by size
+// (attention_split_slots_auto); unset: attention_split_slots() (512), until the
+// auto rule has been measured against it.
+int64_t attention_split_slots_for(int64_t num_kv_heads);
+// The size rule: 16 slots per KV head, a power of two times 64, at most 512
+// (SmolLM2's 3 KV heads 64, the 68M draft's 12 128, Llama-3-8B's 8 128, a 7B's 32
+// 512). A call over L slots then runs about L / 16 split blocks in every model,
+// where a fixed 512 gives a 3-head model's 256-slot step one block per head
+// walking four tiles in a row.
+int64_t attention_split_slots_auto(int64_t num_kv_heads);
+// fp32 split scratch of a decode attention call of n queries over `slots` slots,
+// split at split_slots (0: attention_split_slots()).
+inline size_t attention_workspace_bytes(int64_t n, int64_t heads, int64_t head_dim, int64_t slots,
+                                        int64_t split_slots = 0) {
+  const int64_t split = split_slots > 0 ? split_slots : attention_split_slots();
   const int64_t splits = slots > 0 ? (slots + split - 1) / split : 1;
   return sizeof(float) * size_t(splits) * size_t(n) * size_t(heads) * size_t(head_dim + 1);
 }

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/ops.h"
@@ -424,5 +426,18 @@ TEST(OpsCpu, SiluMulHalvesAndRoundedAddNorm) {
     ops::rmsnorm(r2, w, o2, {1e-5f});
     expect_close(r1, as_ref(r2), 1e-12, "residual");
     expect_close(o1, as_ref(o2), 1e-12, "norm");
+  }
+}
+
+// The per-model decode attention split (TRIFORCE_ATTN_SPLIT_SLOTS=auto): 16
+// slots per KV head, a power of two times 64 in [64, 512]; with the variable
+// unset (as here) every model keeps the process default.
+TEST(OpsCpu, AttentionSplitSlotsRule) {
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 64},   {1, 64},   {3, 64},   {4, 64},   {8, 128},
+                                                         {12, 128}, {16, 256}, {31, 256}, {32, 512}, {64, 512}};
+  for (const auto& [kv, slots] : want) EXPECT_EQ(ops::attention_split_slots_auto(kv), slots) << kv << " kv heads";
+  if (!std::getenv("TRIFORCE_ATTN_SPLIT_SLOTS")) {
+    EXPECT_EQ(ops::attention_split_slots(), 512);
+    for (int64_t kv : {3, 8, 32}) EXPECT_EQ(ops::attention_split_slots_for(kv), 512);
   }
 }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
@@ -196,17 +197,39 @@ void add_inplace(Tensor& residual, const Tensor& x) {
   for (int64_t i = 0, e = x.numel(); i < e; ++i) r[i] += a[i];
 }
 
-int64_t attention_split_slots() {
+namespace {
+// TRIFORCE_ATTN_SPLIT_SLOTS, read once: 0 unset, -1 auto, else the slots.
+int64_t split_slots_env() {
   static const int64_t slots = [] {
     const char* e = std::getenv("TRIFORCE_ATTN_SPLIT_SLOTS");
-    if (!e || !*e) return int64_t(512);
+    if (!e || !*e) return int64_t(0);
+    if (std::string(e) == "auto") return int64_t(-1);
     char* end = nullptr;
     const long long v = std::strtoll(e, &end, 10);
     TF_CHECK(end && *end == '\0' && v >= 64 && v % 64 == 0,
-             "TRIFORCE_ATTN_SPLIT_SLOTS: expected a multiple of 64 (>= 64), got '" << e << "'");
+             "TRIFORCE_ATTN_SPLIT_SLOTS: expected 'auto' or a multiple of 64 (>= 64), got '" << e << "'");
     return int64_t(v);
   }();
   return slots;
+}
+}  // namespace
+
+int64_t attention_split_slots() {
+  const int64_t e = split_slots_env();
+  return e > 0 ? e : int64_t(512);
+}
+
+int64_t attention_split_slots_auto(int64_t num_kv_heads) {
+  const int64_t want = 16 * std::max<int64_t>(1, num_kv_heads);
+  int64_t s = 64;
+  while (s * 2 <= want && s < 512) s *= 2;
+  return s;
+}
+
+int64_t attention_split_slots_for(int64_t num_kv_heads) {
+  const int64_t e = split_slots_env();
+  if (e > 0) return e;
+  return e < 0 ? attention_split_slots_auto(num_kv_heads) : attention_split_slots();
 }
 
 void cast(const Tensor& src, Tensor& dst) {

@@ -368,7 +368,7 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     p.max_length = std::max<int64_t>(1, ap.grid_slots > 0 ? ap.grid_slots : kv.length);
     // Fixed splits from slot 0: a query's output is then the same in a
     // 7-token verification and in its own decode step (batch invariance).
-    p.split_slots = attention_split_slots();
+    p.split_slots = ap.split_slots > 0 ? ap.split_slots : attention_split_slots();
     p.scale = ap.scale, p.dtype = q.dtype, p.combine_in_split = ap.combine_in_split;
     const size_t need = cuda::attention_decode_workspace_bytes(p);
     if (ap.workspace) {
