@@ -61,6 +61,15 @@ class LlamaModel {
   // Forward chunks recorded with the norm-prologue GEMMs (StepFusions::fused_norm_gemm):
   // each eager run or graph capture counts once (a replay runs no host code).
   int64_t norm_gemm_chunks() const { return norm_gemm_chunks_; }
+  // The step graphs' counts (model/step_graphs.h): steps recorded, replayed,
+  // and run eagerly on the graph path (a key's first use). A run whose steps
+  // were mostly not replays pays capture costs that the step benchmarks,
+  // which replay, never see.
+  int64_t graph_captures() const { return graphs_.captures(); }
+  int64_t graph_replays() const { return graphs_.replays(); }
+  int64_t graph_eager_runs() const { return graphs_.eager_runs(); }
+  // The decode attention split of this model's steps (ops::attention_split_slots_for).
+  int64_t attention_split_slots() const { return attn_split_; }
   static constexpr int64_t kPersistentMaxTokens = 8;  // = cuda::kPersistentMaxTokens
   // A cache shaped for this model (this rank's KV heads); offloaded when
   // set_kv_offload enabled it (the target's full caches: prefill snapshot,

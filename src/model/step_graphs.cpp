@@ -24,7 +24,11 @@ void destroy_exec(void* exec) {
 }  // namespace
 
 StepGraphs::StepGraphs(StepGraphs&& o) noexcept
-    : entries_(std::move(o.entries_)), clock_(o.clock_), captures_(o.captures_), replays_(o.replays_) {
+    : entries_(std::move(o.entries_)),
+      clock_(o.clock_),
+      captures_(o.captures_),
+      replays_(o.replays_),
+      eager_runs_(o.eager_runs_) {
   o.entries_.clear();
 }
 
@@ -33,7 +37,7 @@ StepGraphs& StepGraphs::operator=(StepGraphs&& o) noexcept {
     clear();
     entries_ = std::move(o.entries_);
     o.entries_.clear();
-    clock_ = o.clock_, captures_ = o.captures_, replays_ = o.replays_;
+    clock_ = o.clock_, captures_ = o.captures_, replays_ = o.replays_, eager_runs_ = o.eager_runs_;
   }
   return *this;
 }
@@ -68,7 +72,10 @@ void StepGraphs::run(const StepGraphKey& key, const std::function<void()>& enque
     ++replays_;
     return;
   }
-  if (e.eager_only || e.uses++ == 0) return enqueue();
+  if (e.eager_only || e.uses++ == 0) {
+    ++eager_runs_;
+    return enqueue();
+  }
   // Capture. Thread-local mode: a call from this thread that would break the
   // capture (a legacy-stream launch, a synchronous copy) fails it instead of
   // running, and the step then runs eagerly.
@@ -90,6 +97,7 @@ void StepGraphs::run(const StepGraphKey& key, const std::function<void()>& enque
     if (exec) cudaGraphExecDestroy(exec);
     (void)cudaGetLastError();  // the failed capture's error is not the step's
     e.eager_only = true;
+    ++eager_runs_;
     return enqueue();          // a real error (bad shape, ...) throws from here
   }
   e.exec = exec;

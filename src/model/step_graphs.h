@@ -46,8 +46,12 @@ class StepGraphs {
   // Destroys every graph (their buffers are about to change).
   void clear();
 
+  // Steps by how they ran: recorded into a graph (and launched from it),
+  // launched from a recorded graph, or run eagerly (a key's first use, or a
+  // key that failed to capture).
   int64_t captures() const { return captures_; }
   int64_t replays() const { return replays_; }
+  int64_t eager_runs() const { return eager_runs_; }
   size_t size() const { return entries_.size(); }
 
  private:
@@ -62,7 +66,7 @@ class StepGraphs {
 
   std::vector<Entry> entries_;
   uint64_t clock_ = 0;
-  int64_t captures_ = 0, replays_ = 0;
+  int64_t captures_ = 0, replays_ = 0, eager_runs_ = 0;
 };
 
 }  // namespace tf

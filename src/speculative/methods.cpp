@@ -334,6 +334,34 @@ struct BuiltChain {
 
 double ms(int64_t ns) { return double(ns) / 1e6; }
 
+// MethodOutcome::graph_steps: each model's step-graph counts across the decode.
+class GraphStepsProbe {
+ public:
+  explicit GraphStepsProbe(MethodOutcome& out) : out_(&out) {}
+  void add(const std::string& name, const LlamaModel& m) {
+    models_.push_back(&m);
+    MethodOutcome::GraphSteps g;
+    g.model = name;
+    g.captures = m.graph_captures(), g.replays = m.graph_replays(), g.eager = m.graph_eager_runs();
+    g.attention_split_slots = m.device() == Device::CUDA ? m.attention_split_slots() : 0;
+    before_.push_back(g);
+  }
+  void finish() {
+    for (size_t i = 0; i < models_.size(); ++i) {
+      MethodOutcome::GraphSteps g = before_[i];
+      g.captures = models_[i]->graph_captures() - g.captures;
+      g.replays = models_[i]->graph_replays() - g.replays;
+      g.eager = models_[i]->graph_eager_runs() - g.eager;
+      out_->graph_steps.push_back(g);
+    }
+  }
+
+ private:
+  MethodOutcome* out_;
+  std::vector<const LlamaModel*> models_;
+  std::vector<MethodOutcome::GraphSteps> before_;
+};
+
 }  // namespace
 
 namespace {
@@ -416,6 +444,8 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
     std::vector<int32_t> seq = prompt;
     seq.reserve(prompt.size() + size_t(max_new));
     Tensor lg;
+    GraphStepsProbe probe(out);
+    probe.add("target", target);
     const int64_t t0 = clock.now_ns();
     GenerateResult g;
     if (sp.greedy()) {  // ids only: on the device where the model takes them there, as every level's T = 0 decisions
@@ -451,6 +481,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       });
     }
     out.times.decode = clock.now_ns() - t0;
+    probe.finish();
     out.times.verify = out.times.decode;
     out.tokens = g.tokens;
     out.stopped_at_eos = g.stopped_at_eos;
@@ -461,6 +492,7 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
     DraftModels local_drafts;
     DraftModels& dm = drafts ? *drafts : local_drafts;
     BuiltChain bc;
+    std::vector<std::pair<std::string, LlamaModel*>> used_models;  // the draft models, for graph_steps
     auto model_of = [&](const LevelSpec& l) -> LlamaModel& {
       if (l.source == LevelSpec::Source::target) return target;
       if (l.source == LevelSpec::Source::model) return dm.get(l.path, target);
@@ -482,6 +514,9 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       }
       LlamaModel& model = model_of(l);
       const bool on_target = l.source == LevelSpec::Source::target;
+      if (!on_target && std::none_of(used_models.begin(), used_models.end(),
+                                     [&](const auto& u) { return u.second == &model; }))
+        used_models.emplace_back(l.str(), &model);
       std::unique_ptr<Verifier> v;
       parallel::TargetLevel* tl = nullptr;
       if (on_target && l.cache == LevelSpec::Cache::streaming && i == 0) {
@@ -587,9 +622,13 @@ MethodOutcome run_method_impl(LlamaModel& target, const MethodRequest& req, cons
       ScopedPhase t(clock, out.times.draft_prefill);
       bc.streaming_drafter->begin(prompt);
     }
+    GraphStepsProbe probe(out);
+    probe.add("target", target);
+    for (const auto& [name, m] : used_models) probe.add(name, *m);
     const int64_t t0 = clock.now_ns();
     ChainResult r = chain.generate(prompt, max_new, sp, req.stop_ids);
     out.times.decode = clock.now_ns() - t0;
+    probe.finish();
     out.tokens = r.gen.tokens;
     out.stopped_at_eos = r.gen.stopped_at_eos;
     out.steps = r.steps;
@@ -694,6 +733,11 @@ nlohmann::json MethodOutcome::to_json() const {
                    {"total", ms(times.total)}};
   j["prefill_reused"] = prefill_reused;
   j["device_sampling"] = device_sampling;
+  nlohmann::json gs = nlohmann::json::array();
+  for (const auto& g : graph_steps)
+    gs.push_back({{"model", g.model}, {"captures", g.captures}, {"replays", g.replays}, {"eager", g.eager},
+                  {"attention_split_slots", g.attention_split_slots}});
+  j["graph_steps"] = gs;
   j["prefill_ms"] = ms(times.prefill);
   j["decode_ms_per_token"] = decode_ms_per_token;
   j["tokens_per_s"] = decode_ms_per_token > 0 ? 1000.0 / decode_ms_per_token : 0.0;

@@ -175,6 +175,16 @@ struct MethodOutcome {
   // T > 0 only: the rows and draws stayed on the device (speculative/device_sampler.h)
   // rather than coming to the host as logits.
   bool device_sampling = false;
+  // How each model's steps ran during the decode (this rank's, on CUDA; zeros
+  // on the CPU): "target" and each draft model by its level spec. Step
+  // benchmarks replay graphs; a run's captures and eager first uses are what
+  // its mean step time pays beyond them.
+  struct GraphSteps {
+    std::string model;
+    int64_t captures = 0, replays = 0, eager = 0;
+    int64_t attention_split_slots = 0;
+  };
+  std::vector<GraphSteps> graph_steps;
   // Every field above (times in ms as *_ms), plus the CLI's summary keys.
   nlohmann::json to_json() const;
 };

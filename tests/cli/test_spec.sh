@@ -85,6 +85,15 @@ syn >"$tmp/syn_ar.json"
 syn --method triforce --draft synthetic:llama-68m --sink 4 --window 32 --budget 64 >"$tmp/syn_tf.json"
 same_tokens "synthetic:llama-68m triforce --draft synthetic:llama-68m" "$tmp/syn_ar.json" "$tmp/syn_tf.json"
 python3 -c "import json; t=json.load(open('$tmp/syn_tf.json'))['times_ms']; assert t['draft_prefill'] > 0, t"
+# graph_steps: the target, then the draft model by its level spec; CPU models record no graphs.
+python3 - "$tmp/syn_tf.json" "$tmp/syn_ar.json" <<'PY'
+import json, sys
+tf, ar = (json.load(open(f))["graph_steps"] for f in sys.argv[1:])
+assert [g["model"] for g in tf] == ["target", "model:synthetic:llama-68m@streaming:4/32"], tf
+assert [g["model"] for g in ar] == ["target"], ar
+for g in tf + ar:
+    assert g["captures"] == g["replays"] == g["eager"] == g["attention_split_slots"] == 0, g
+PY
 syn --chain "model:synthetic:llama-68m@streaming:4/32 > target@retrieval:64/8 > target" >"$tmp/syn_ch.json"
 same_tokens "synthetic:llama-68m --chain model:synthetic:llama-68m@streaming" "$tmp/syn_ar.json" "$tmp/syn_ch.json"
 refused "--draft synthetic:llama-68m: vocabulary of 32000 tokens" --method spec --draft synthetic:llama-68m
