@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "core/check.h"
 
@@ -140,6 +142,52 @@ Proposal SpecChain::propose(int level, std::vector<int32_t>& ctx, const Sampling
   return out;
 }
 
+bool warm_step_graphs_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("TRIFORCE_WARM_STEP_GRAPHS");
+    if (!e || !*e) return false;
+    const std::string v(e);
+    TF_CHECK(v == "0" || v == "1", "TRIFORCE_WARM_STEP_GRAPHS=" << v << ": expected 0 or 1");
+    return v == "1";
+  }();
+  return on;
+}
+
+void SpecChain::warm_step_graphs(const std::vector<int32_t>& prompt, const SamplingParams& sp) {
+  // Any id will do: the rows are thrown away, and slots past the prompt are
+  // rewritten before anything reads them (as after a rejection).
+  const int32_t filler = prompt.back();
+  std::vector<int32_t> seq = prompt;
+  for (int level = 1; level < levels(); ++level) {
+    Verifier& run = *levels_[size_t(level - 1)];
+    // The proposals level - 1 can send: the drafter's gamma[0]; a middle level's
+    // gamma[l] up to max_proposal(l). A verification forwards them and the token before.
+    const int64_t g_min = opt_.gamma[size_t(level - 1)], g_max = max_proposal(level - 1);
+    for (int64_t g = g_min; g <= g_max && g + 1 <= 32; ++g) {
+      seq.resize(prompt.size());
+      seq.insert(seq.end(), size_t(g), filler);
+      for (int rep = 0; rep < 2; ++rep) {
+        if (sp.greedy()) {
+          run.greedy_ids(seq, g + 1, best_);
+        } else if (device_) {
+          Tensor pr = dev_rows_[size_t(level)].view(0, g + 1);
+          run.device_distributions(seq, g + 1, sp, pr);
+        } else {
+          (void)run.logits(seq, g + 1);
+        }
+      }
+      run.sync(prompt);
+    }
+  }
+  // The drafter's steps, with an RNG of its own: the run's draws start where they would.
+  for (int rep = 0; rep < 2; ++rep) {
+    RngStream scratch = RngStream::for_level(sp.seed ^ 0x5741524Dull, 0);
+    std::vector<int32_t> ctx = prompt;
+    (void)drafter_->propose(ctx, opt_.gamma[0], sp, scratch);
+    drafter_->sync(prompt);
+  }
+}
+
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -173,6 +221,12 @@ ChainResult SpecChain::generate(const std::vector<int32_t>& prompt, int64_t max_
   }
 
   ChainResult res;
+  if (opt_.warm_step_graphs) {
+    const int64_t w0 = clock_->now_ns();
+    warm_step_graphs(prompt, sp);
+    res.warmup_ns = clock_->now_ns() - w0;
+  }
+  if (on_first_step) on_first_step();
   auto is_stop = [&](int32_t t) { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); };
   std::vector<int32_t> ctx = prompt;
   ctx.reserve(prompt.size() + size_t(max_new_tokens) + size_t(spec) + 1 + size_t(opt_.gamma.back()));

@@ -52,7 +52,18 @@ struct ChainOptions {
   // verifier level l (verify_simulated); empty = real verification. One per
   // verifying level when set.
   std::vector<double> simulate_acceptance;
+  // Before the first step, record the step graphs the levels will replay
+  // (warm_step_graphs): each verifying level forwards filler tokens at every
+  // proposal size it can be sent, twice (a key's first use runs eagerly, the
+  // second is recorded), the drafter proposes twice, and every cache is rolled
+  // back to the prompt. The decisions, the tokens and every level's counts are
+  // those of a run without it; its time is ChainResult::warmup_ns, outside the
+  // steps. Off by default (TRIFORCE_WARM_STEP_GRAPHS=1) until measured.
+  bool warm_step_graphs = false;
 };
+
+// TRIFORCE_WARM_STEP_GRAPHS: 0 (default) or 1; read once, anything else fails naming the variable.
+bool warm_step_graphs_default();
 
 // One top-level step: what each level drafted and accepted during it.
 struct StepRecord {
@@ -70,6 +81,7 @@ struct ChainResult {
   int64_t top_steps = 0;
   std::vector<StepRecord> steps;
   bool device_sampling = false;  // T > 0 rows and decisions stayed on the device (see above)
+  int64_t warmup_ns = 0;         // ChainOptions::warm_step_graphs, inside generate() but before the first step
 };
 
 class SpecChain {
@@ -89,6 +101,8 @@ class SpecChain {
   const Verifier& verifier(int level) const { return *levels_.at(size_t(level - 1)); }
   const Drafter& drafter() const { return *drafter_; }
   const std::vector<LevelMetrics>& metrics() const { return metrics_; }  // running, [l] as in ChainResult
+  // Called once before the first step, after any warm-up.
+  std::function<void()> on_first_step;
   // Called after every top-level step with the committed context (for tests).
   std::function<void(const SpecChain&, const std::vector<int32_t>& context, const VerifyResult& top)> on_step;
 
@@ -105,6 +119,8 @@ class SpecChain {
   // level reserves for it (the most p rows one of its proposals can hold).
   bool use_device_sampling(const SamplingParams& sp) const;
   int64_t max_proposal(int level) const;
+  // ChainOptions::warm_step_graphs, after begin(prompt) (the caches hold the prompt).
+  void warm_step_graphs(const std::vector<int32_t>& prompt, const SamplingParams& sp);
 
   Drafter* drafter_;
   void init_checks();

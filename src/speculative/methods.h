@@ -143,7 +143,8 @@ struct LevelOutcome {
 
 struct PhaseTimes {  // nanoseconds
   int64_t prefill = 0;            // the target's prompt prefill (the snapshot's, when reused)
-  int64_t setup = 0;              // copies from the snapshot into the method's caches
+  int64_t setup = 0;              // copies from the snapshot into the method's caches, and graph_warmup
+  int64_t graph_warmup = 0;       // ChainOptions::warm_step_graphs (counted in setup, not in decode)
   int64_t retrieval_build = 0;    // chunk scoring and gathering of every retrieval level
   int64_t draft_prefill = 0;      // the StreamingLLM draft absorbing the prompt (StreamingDrafter::begin)
   int64_t draft = 0;              // the bottom level proposing
