@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "core/device.h"
+#include "core/env_knobs.h"
 #include "parallel/launch.h"
 
 namespace {
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   int rc = 0;
   try {
+    if (cmd != "--help" && cmd != "-h" && cmd != "help") tf::check_environment();
     if (cmd == "info") rc = tf::cli::cmd_info(args);
     else if (cmd == "logits") rc = tf::cli::cmd_logits(args);
     else if (cmd == "generate") rc = tf::cli::cmd_generate(args);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "parallel/tensor_parallel.h"
@@ -34,7 +35,7 @@ int env_int(const char* name, int dflt) {
 // talks. Their stdout and stderr go to /dev/null, but abort_all keeps the
 // original stderr so an error on any rank is still printed.
 void quiet_worker() {
-  if (std::getenv("TRIFORCE_TP_VERBOSE")) return;
+  if (const char* v = std::getenv("TRIFORCE_TP_VERBOSE"); v && *v && std::strcmp(v, "0") != 0) return;
   const int null_fd = open("/dev/null", O_WRONLY);
   if (null_fd < 0) return;
   std::fflush(stdout);

@@ -74,6 +74,12 @@ if [[ -f "$fixtures/io/quants.gguf" ]]; then
   printf '\0\0\0\0\0\0\0\020' | dd of="$tmp/count.gguf" bs=1 seek=8 conv=notrunc 2>/dev/null
   expect_error "count.gguf: corrupt: tensor count 1152921504606846976 is impossible" "$bin" info --model "$tmp/count.gguf"
 fi
+# TRIFORCE_* knobs (docs/RELIABILITY.md, "Environment variables"): a misspelt name, a bad value, a CMake option.
+expect_error "TRIFORCE_FUSED_NORMGEMM is not a triforce environment variable (did you mean TRIFORCE_FUSED_NORM_GEMM?" \
+  env TRIFORCE_FUSED_NORMGEMM=1 "$bin" generate --target "$fixtures/hf/gqa_f32" --prompt-tokens "$tmp/ids.txt" --max-new-tokens 2
+expect_error "TRIFORCE_PDL=yes: expected 0 or 1" \
+  env TRIFORCE_PDL=yes "$bin" info --model "$fixtures/hf/gqa_f32"
+expect_error "TRIFORCE_CUDA is a CMake option" env TRIFORCE_CUDA=OFF "$bin" info --model "$fixtures/hf/gqa_f32"
 mkdir -p "$tmp/hf"; echo '{"hidden_size": 64,' >"$tmp/hf/config.json"
 expect_error "config.json" "$bin" info --model "$tmp/hf"
 [[ $fails -eq 0 ]] && echo "all error cases ok" || { echo "$fails error cases failed"; exit 1; }
