@@ -10,6 +10,7 @@
 #include "activation_tile.cuh"
 #include "attention_decode_tile.cuh"
 #include "common.cuh"
+#include "core/env_knobs.h"
 #include "gemm_skinny.cuh"
 #include "gemm_skinny_tile.cuh"
 #include "rmsnorm_tile.cuh"
@@ -448,13 +449,7 @@ ProfileState& profile_state() {
   return s;
 }
 
-bool fused_attention_from_env() {
-  const char* s = std::getenv("TRIFORCE_PERSISTENT_FUSED_ATTN");
-  if (!s || !*s) return true;
-  const std::string v(s);
-  TF_CHECK(v == "0" || v == "1", "TRIFORCE_PERSISTENT_FUSED_ATTN=" << v << ": expected 0 or 1");
-  return v == "1";
-}
+bool fused_attention_from_env() { return switch_from_env("TRIFORCE_PERSISTENT_FUSED_ATTN", true); }
 bool& fused_attention_flag() {
   static bool on = fused_attention_from_env();
   return on;
@@ -473,13 +468,7 @@ int barrier_kind_from_env() {
 }
 
 bool& lm_head_flag() {
-  static bool on = [] {
-    const char* s = std::getenv("TRIFORCE_PERSISTENT_LM_HEAD");
-    if (!s || !*s) return true;
-    const std::string v(s);
-    TF_CHECK(v == "0" || v == "1", "TRIFORCE_PERSISTENT_LM_HEAD=" << v << ": expected 0 or 1");
-    return v == "1";
-  }();
+  static bool on = switch_from_env("TRIFORCE_PERSISTENT_LM_HEAD", true);
   return on;
 }
 

@@ -5,8 +5,11 @@
 // run compared a configuration with itself. The CLI checks the environment
 // against this table before any command runs.
 #pragma once
+#include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "core/check.h"
 
 namespace tf {
 
@@ -24,5 +27,16 @@ const std::vector<EnvKnob>& env_knobs();
 // the closest known name, or whose value its knob does not take. An empty
 // value is taken as unset, as every reader does.
 void check_environment(char** env = nullptr);
+
+// An on/off knob, read now: unset or empty gives fallback; anything but 0/1
+// fails naming the variable. Inline: the CUDA kernels' library reads knobs too.
+inline bool switch_from_env(const char* name, bool fallback) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return fallback;
+  const std::string v(s);
+  if (v == "1") return true;
+  if (v == "0") return false;
+  TF_FAIL(name << "=" << v << ": expected 0 or 1");
+}
 
 }  // namespace tf

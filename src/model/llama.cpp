@@ -270,11 +270,7 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
 bool LlamaModel::device_sampling_enabled() {
   // On since its first H200 run (results/h200/device-sampling); =0 is the host
   // rows' A/B and reference. Read at each call, so a test can switch it.
-  const char* v = std::getenv("TRIFORCE_DEVICE_SAMPLING");
-  if (!v || !*v) return true;
-  const std::string s(v);
-  TF_CHECK(s == "0" || s == "1", "TRIFORCE_DEVICE_SAMPLING=" << s << ": expected 0 or 1");
-  return s == "1";
+  return switch_from_env("TRIFORCE_DEVICE_SAMPLING", true);
 }
 
 void LlamaModel::forward_distributions(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,

@@ -1,6 +1,6 @@
 #include "model/prefill_options.h"
 
-#include "model/step_fusions.h"  // switch_from_env
+#include "core/env_knobs.h"  // switch_from_env
 
 namespace tf {
 

@@ -7,15 +7,6 @@
 
 namespace tf {
 
-bool switch_from_env(const char* name, bool fallback) {
-  const char* s = std::getenv(name);
-  if (!s || !*s) return fallback;
-  const std::string v(s);
-  if (v == "1") return true;
-  if (v == "0") return false;
-  TF_FAIL(name << "=" << v << ": expected 0 or 1");
-}
-
 const StepFusions& step_fusions_default() {
   static const StepFusions f = [] {
     StepFusions d;

@@ -50,6 +50,7 @@
 //     anything (kernels/pdl.cuh), so the bits are those of the plain launches;
 //     the kernel after an NCCL collective or a copy launches normally.
 #pragma once
+#include "core/env_knobs.h"  // switch_from_env
 
 namespace tf {
 
@@ -80,7 +81,5 @@ inline constexpr long kPdlMaxHidden = 1024;
 // chosen by size unless TRIFORCE_PDL says 0 or 1.
 StepFusions step_fusions_for(long hidden_size);
 
-// An on/off environment switch: unset or empty gives fallback; anything but 0/1 fails naming the variable.
-bool switch_from_env(const char* name, bool fallback);
 
 }  // namespace tf

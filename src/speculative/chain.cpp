@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <string>
 
 #include "core/check.h"
+#include "core/env_knobs.h"
 
 namespace tf::speculative {
 
@@ -143,13 +142,7 @@ Proposal SpecChain::propose(int level, std::vector<int32_t>& ctx, const Sampling
 }
 
 bool warm_step_graphs_default() {
-  static const bool on = [] {
-    const char* e = std::getenv("TRIFORCE_WARM_STEP_GRAPHS");
-    if (!e || !*e) return false;
-    const std::string v(e);
-    TF_CHECK(v == "0" || v == "1", "TRIFORCE_WARM_STEP_GRAPHS=" << v << ": expected 0 or 1");
-    return v == "1";
-  }();
+  static const bool on = switch_from_env("TRIFORCE_WARM_STEP_GRAPHS", false);
   return on;
 }
 

@@ -340,31 +340,28 @@ class GraphStepsProbe {
   explicit GraphStepsProbe(MethodOutcome& out) : out_(&out) {}
   void add(const std::string& name, const LlamaModel& m) {
     models_.push_back(&m);
-    MethodOutcome::GraphSteps g;
-    g.model = name;
-    g.captures = m.graph_captures(), g.replays = m.graph_replays(), g.eager = m.graph_eager_runs();
-    g.attention_split_slots = m.device() == Device::CUDA ? m.attention_split_slots() : 0;
-    before_.push_back(g);
+    before_.push_back(counts(name, m));
   }
   // The counts from now on (after a warm-up).
   void rebase() {
-    for (size_t i = 0; i < models_.size(); ++i) {
-      before_[i].captures = models_[i]->graph_captures();
-      before_[i].replays = models_[i]->graph_replays();
-      before_[i].eager = models_[i]->graph_eager_runs();
-    }
+    for (size_t i = 0; i < models_.size(); ++i) before_[i] = counts(before_[i].model, *models_[i]);
   }
   void finish() {
     for (size_t i = 0; i < models_.size(); ++i) {
-      MethodOutcome::GraphSteps g = before_[i];
-      g.captures = models_[i]->graph_captures() - g.captures;
-      g.replays = models_[i]->graph_replays() - g.replays;
-      g.eager = models_[i]->graph_eager_runs() - g.eager;
+      MethodOutcome::GraphSteps g = counts(before_[i].model, *models_[i]);
+      g.captures -= before_[i].captures, g.replays -= before_[i].replays, g.eager -= before_[i].eager;
       out_->graph_steps.push_back(g);
     }
   }
 
  private:
+  static MethodOutcome::GraphSteps counts(const std::string& name, const LlamaModel& m) {
+    MethodOutcome::GraphSteps g;
+    g.model = name;
+    g.captures = m.graph_captures(), g.replays = m.graph_replays(), g.eager = m.graph_eager_runs();
+    g.attention_split_slots = m.device() == Device::CUDA ? m.attention_split_slots() : 0;
+    return g;
+  }
   MethodOutcome* out_;
   std::vector<const LlamaModel*> models_;
   std::vector<MethodOutcome::GraphSteps> before_;
