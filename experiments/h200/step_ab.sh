@@ -24,7 +24,13 @@ configs=(
   "split256:TRIFORCE_ATTN_SPLIT_SLOTS=256"
   "split_auto:TRIFORCE_ATTN_SPLIT_SLOTS=auto"
   "all3_split_auto:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1 TRIFORCE_ATTN_SPLIT_SLOTS=auto"
+  "combine:TRIFORCE_FUSED_COMBINE=1"
+  "all3_split_auto_combine:TRIFORCE_FUSED_NORM_GEMM=1 TRIFORCE_FUSED_GATE_UP_SILU=1 TRIFORCE_FUSED_QKV_ROPE=1 TRIFORCE_ATTN_SPLIT_SLOTS=auto TRIFORCE_FUSED_COMBINE=1"
 )
+# CONFIGS=REGEX keeps the configurations whose name matches (all by default).
+if [[ -n ${CONFIGS-} ]]; then
+  kept=(); for c in "${configs[@]}"; do [[ ${c%%:*} =~ ^($CONFIGS)$ ]] && kept+=("$c"); done; configs=("${kept[@]}")
+fi
 for len in 13 6478; do
   python3 -c "print('\n'.join(str((i * 7919 + 13) % 49152) for i in range($len)))" >"$out/prompt-$len.ids"
   for c in "${configs[@]}"; do
