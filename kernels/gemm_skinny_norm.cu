@@ -14,18 +14,28 @@ namespace tf::cuda {
 namespace {
 
 constexpr int kMaxRows = int(kSkinnyGemmMaxRows);
-constexpr int kMaxIn = 2048;  // rmsnorm_vec8_rows' one-row block of <= 256 threads
+// rmsnorm_vec8_rows reproduces a one-row block of up to 1024 threads holding
+// kRmsMaxVecs vectors each.
+constexpr int64_t kMaxIn = int64_t(kRmsMaxVecs) * 8 * 1024;
+constexpr int kMaxRowWarps = 32;
+// The normalized rows live in dynamic shared memory: n x (in + 8) elements, at
+// most this much (the static part, up to ~18 KB, shares the SM's 227 KB): every
+// n up to 32 at a hidden size of 2048, n <= 24 at 4096 (a 7B's steps of more
+// rows take the two launches, which give the same bits).
+constexpr size_t kMaxRowsBytes = 200 * 1024;
 
 // grid.x = ceil(out / 16); KW warps. Dynamic shared memory: the n normalized
 // rows, row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
-// persistent step kernel keeps them.
+// persistent step kernel keeps them. The tile's W rows are prefetched into L2
+// before the norm even without PDL: a weight, read by no other kernel of the
+// step, so the row loads of the norm overlap the tile's first weight bytes.
 template <class T, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_constant__ SkinnyNormGemmParams p,
                                                                   int norm_threads, bool prefetch) {
   const T* w = static_cast<const T*>(p.w);
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, prefetch);
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, prefetch);  // then pdl_wait()
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float red[kMaxRows * 8], scale[kMaxRows];
+  __shared__ float red[kMaxRows * kMaxRowWarps], scale[kMaxRows];
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
   T* xs = reinterpret_cast<T*>(smem);
   const int64_t in = p.in, xs_ld = in + 8;
@@ -62,8 +72,7 @@ void allow_smem(const void* kernel) {
   CUDA_CHECK(cudaGetDevice(&dev));
   std::lock_guard<std::mutex> lock(mu);
   if (raised.insert({kernel, dev}).second) {
-    const size_t most = sizeof(uint16_t) * size_t(kMaxRows) * size_t(kMaxIn + 8);
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(most)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxRowsBytes)));
   }
 }
 
@@ -73,7 +82,7 @@ void launch_nt(const SkinnyNormGemmParams& p, cudaStream_t st) {
   const size_t smem = sizeof(T) * size_t(p.n) * size_t(p.in + 8);
   allow_smem(reinterpret_cast<const void*>(kern));
   const unsigned blocks = unsigned((p.out + 15) / 16);
-  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in), pdl_scope_on());
+  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in), true);
 }
 
 template <class T, int KW, int U>
@@ -93,7 +102,8 @@ const char* gemm_skinny_norm_unsupported(int64_t n, int64_t in, DType dtype, int
   if (v != SkinnyVariant::mma_k8u4 && v != SkinnyVariant::mma_k4u8) return "the skinny variant is not tensor-core";
   if (!is_half_dtype(dtype)) return "dtype is not f16/bf16";
   if (n < 1 || n > kMaxRows) return "rows outside 1..32";
-  if (in % 8 != 0 || in < 8 || in > kMaxIn) return "row length is not a multiple of 8 up to 2048";
+  if (in % 8 != 0 || in < 8 || in > kMaxIn) return "row length is not a multiple of 8 up to 16384";
+  if (size_t(n) * size_t(in + 8) * 2 > kMaxRowsBytes) return "rows x (row length + 8) x 2 bytes exceed 200 KB";
   return nullptr;
 }
 

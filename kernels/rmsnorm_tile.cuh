@@ -109,12 +109,13 @@ __device__ __forceinline__ void rmsnorm_vec8_row(const T* r_in, T* r_out, const 
 // on an nthreads-thread block computes it. block_sum is a warp_sum inside
 // each warp of the row's block, then, in one warp, lanes < nthreads / 32
 // holding those sums (the rest zero) and a warp_sum: here the row's "warps"
-// are spread over the real ones, their sums meet in `red` ([m][8] floats of
-// shared memory) and one warp per row adds them the same way, so every sum,
-// and every output bit, is the one-row form's. The vectors are loaded twice
+// are spread over the real ones, their sums meet in `red` ([m][nthreads / 32]
+// floats of shared memory) and one warp per row adds them the same way, so
+// every sum, and every output bit, is the one-row form's, whatever the real
+// block's width (a 4096-wide row's 512-thread norm on a 256-thread GEMM block). The vectors are loaded twice
 // (for the sums, then for the output), so r_out must not alias r_in or x.
 // Rows: x_of(i), r_in_of(i) (nullptr: no residual), r_out_of(i) (nullptr: not
-// stored), out_of(i). Syncs the block (all threads call it); nthreads <= 256.
+// stored), out_of(i). Syncs the block (all threads call it); nthreads <= 1024.
 template <class T, class LD, class XOf, class RInOf, class ROutOf, class OutOf>
 __device__ __forceinline__ void rmsnorm_vec8_rows(int m, XOf x_of, RInOf r_in_of, ROutOf r_out_of, OutOf out_of,
                                                   const T* w, int64_t d, float eps, bool rounded_sum, int nthreads,
@@ -134,11 +135,11 @@ __device__ __forceinline__ void rmsnorm_vec8_rows(int m, XOf x_of, RInOf r_in_of
       ss = rms_ss8(v, ss);
     }
     ss = warp_sum(ss);
-    if (lane == 0) red[i * 8 + vw % nw] = ss;
+    if (lane == 0) red[i * nw + vw % nw] = ss;
   }
   __syncthreads();
   for (int i = warp; i < m; i += nwarps) {
-    const float ss = warp_sum(lane < nw ? red[i * 8 + lane] : 0.0f);
+    const float ss = warp_sum(lane < nw ? red[i * nw + lane] : 0.0f);
     if (lane == 0) scale[i] = rms_scale(ss, d, eps);
   }
   __syncthreads();

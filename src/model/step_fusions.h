@@ -25,8 +25,9 @@
 //     to finish (an arrival counter), with the combine kernel's code: one
 //     launch a layer fewer.
 //   fused_norm_gemm (TRIFORCE_FUSED_NORM_GEMM, off by default until measured):
-//     for steps of <= 32 tokens of models of hidden size <= 2048 with the
-//     stacked GEMMs, the q/k/v and gate/up GEMMs compute their input's RMSNorm
+//     for steps of <= 32 tokens with the stacked GEMMs (<= 24 at a hidden size
+//     of 4096: the rows must fit shared memory; a larger step of such a model
+//     runs the launches below, same bits), the q/k/v and gate/up GEMMs compute their input's RMSNorm
 //     (and the residual add before it) in their prologue
 //     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
 //     launches a layer fewer; the residual alternates between two buffers.
