@@ -31,9 +31,9 @@ constexpr size_t kMaxRowsBytes = 200 * 1024;
 // step, so the row loads of the norm overlap the tile's first weight bytes.
 template <class T, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_constant__ SkinnyNormGemmParams p,
-                                                                  int norm_threads, bool prefetch) {
+                                                                  int norm_threads) {
   const T* w = static_cast<const T*>(p.w);
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, prefetch);  // then pdl_wait()
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, true);  // then pdl_wait()
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[kMaxRows * kMaxRowWarps], scale[kMaxRows];
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
@@ -82,7 +82,7 @@ void launch_nt(const SkinnyNormGemmParams& p, cudaStream_t st) {
   const size_t smem = sizeof(T) * size_t(p.n) * size_t(p.in + 8);
   allow_smem(reinterpret_cast<const void*>(kern));
   const unsigned blocks = unsigned((p.out + 15) / 16);
-  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in), true);
+  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in));
 }
 
 template <class T, int KW, int U>
