@@ -23,6 +23,8 @@ constexpr int kMaxRowWarps = 32;
 // n up to 32 at a hidden size of 2048, n <= 24 at 4096 (a 7B's steps of more
 // rows take the two launches, which give the same bits).
 constexpr size_t kMaxRowsBytes = 200 * 1024;
+// The dynamic shared memory of n normalized rows of `in` 16-bit elements.
+size_t rows_bytes(int64_t n, int64_t in) { return sizeof(uint16_t) * size_t(n) * size_t(in + 8); }
 
 // grid.x = ceil(out / 16); KW warps. Dynamic shared memory: the n normalized
 // rows, row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
@@ -79,7 +81,7 @@ void allow_smem(const void* kernel) {
 template <class T, int KW, int U, int NT>
 void launch_nt(const SkinnyNormGemmParams& p, cudaStream_t st) {
   auto* kern = skinny_norm_mma_kernel<T, KW, U, NT>;
-  const size_t smem = sizeof(T) * size_t(p.n) * size_t(p.in + 8);
+  const size_t smem = rows_bytes(p.n, p.in);
   allow_smem(reinterpret_cast<const void*>(kern));
   const unsigned blocks = unsigned((p.out + 15) / 16);
   launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in));
@@ -103,7 +105,7 @@ const char* gemm_skinny_norm_unsupported(int64_t n, int64_t in, DType dtype, int
   if (!is_half_dtype(dtype)) return "dtype is not f16/bf16";
   if (n < 1 || n > kMaxRows) return "rows outside 1..32";
   if (in % 8 != 0 || in < 8 || in > kMaxIn) return "row length is not a multiple of 8 up to 16384";
-  if (size_t(n) * size_t(in + 8) * 2 > kMaxRowsBytes) return "rows x (row length + 8) x 2 bytes exceed 200 KB";
+  if (rows_bytes(n, in) > kMaxRowsBytes) return "rows x (row length + 8) x 2 bytes exceed 200 KB";
   return nullptr;
 }
 
