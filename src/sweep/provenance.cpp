@@ -48,6 +48,7 @@ std::string git_root() {
   return "";
 }
 
+#ifdef TRIFORCE_HAVE_CUDA  // its one caller reads the CUDA device summary
 // "CUDA runtime 12.4, driver 12.4, cuBLASLt 120403, NCCL 22005" -> the value after `label`.
 std::string field(const std::string& line, const std::string& label) {
   const auto at = line.find(label);
@@ -56,6 +57,7 @@ std::string field(const std::string& line, const std::string& label) {
   const auto end = line.find(',', start);
   return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
+#endif
 
 }  // namespace
 
