@@ -15,28 +15,29 @@
 //     the device) as one persistent kernel (kernels/persistent_step.cuh), which
 //     runs the per-op kernels' tiles with grid barriers between them; it
 //     replaces the other three where it applies and gives their bits.
-//   fused_silu_down (TRIFORCE_FUSED_SILU_DOWN, off by default until
-//     measured): with the stacked gate/up GEMM, the down projection reads
+//   fused_silu_down (TRIFORCE_FUSED_SILU_DOWN, off by default: measured
+//     slower, results/h200/step-pdl): with the stacked gate/up GEMM, the down projection reads
 //     silu(gate) * up straight from its output, computed in the skinny GEMM's
 //     input load with the silu_mul kernel's own expression and rounding (one
 //     launch a layer fewer).
-//   fused_combine (TRIFORCE_FUSED_COMBINE, off by default until measured):
-//     decode attention's combine done by the last split block of each KV head
+//   fused_combine (TRIFORCE_FUSED_COMBINE, off by default: measured slower,
+//     results/h200/step-pdl and results/h100/step-fusions): decode attention's combine done by the last split block of each KV head
 //     to finish (an arrival counter), with the combine kernel's code: one
 //     launch a layer fewer.
-//   fused_norm_gemm (TRIFORCE_FUSED_NORM_GEMM, off by default until measured):
+//   fused_norm_gemm (TRIFORCE_FUSED_NORM_GEMM, off by default: measured
+//     slower, results/h100/step-fusions):
 //     for steps of <= 32 tokens with the stacked GEMMs (<= 24 at a hidden size
 //     of 4096: the rows must fit shared memory; a larger step of such a model
 //     runs the launches below, same bits), the q/k/v and gate/up GEMMs compute their input's RMSNorm
 //     (and the residual add before it) in their prologue
 //     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
 //     launches a layer fewer; the residual alternates between two buffers.
-//   fused_gate_up_silu (TRIFORCE_FUSED_GATE_UP_SILU, off by default until
-//     measured): the stacked gate/up GEMM of a step writes silu(gate) * up
+//   fused_gate_up_silu (TRIFORCE_FUSED_GATE_UP_SILU, on by default: measured
+//     faster with fused_qkv_rope, results/h100/step-fusions): the stacked gate/up GEMM of a step writes silu(gate) * up
 //     itself (its tiles pair gate row j with up row j, the epilogue rounds
 //     both as stored and applies silu_mul's expression): no silu_mul launch.
 //     Takes precedence over fused_silu_down, which then has nothing to read.
-//   fused_qkv_rope (TRIFORCE_FUSED_QKV_ROPE, off by default until measured):
+//   fused_qkv_rope (TRIFORCE_FUSED_QKV_ROPE, on by default, as above):
 //     with fused_rope_kv and a device cache, the stacked q/k/v GEMM of a step
 //     applies RoPE in its epilogue (its tiles pair rows j and j + head_dim / 2
 //     of a head) and writes q, and k and v into the cache at the token's
@@ -64,12 +65,12 @@ struct StepFusions {
   bool fused_silu_down = false;
   bool fused_combine = false;
   bool fused_norm_gemm = false;
-  bool fused_gate_up_silu = false;
-  bool fused_qkv_rope = false;
+  bool fused_gate_up_silu = true;
+  bool fused_qkv_rope = true;
 };
 
-// The defaults of models made in this process: every fusion on, unless its
-// environment variable says 0 (or 1). Read once; any other value fails with
+// The defaults of models made in this process: the initialisers above, unless
+// a fusion's environment variable says 0 (or 1). Read once; any other value fails with
 // one line naming the variable.
 const StepFusions& step_fusions_default();
 
