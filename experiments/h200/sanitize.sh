@@ -202,6 +202,8 @@ gtests=(
   "test_kernels_attention_prefill -*LongContext* 20"
   "test_shared_embedding_gpu - 20"
   "test_kernels_gemm_algo - 12"
+  "test_kernels_norm_gemm - 12"
+  "test_device_sampling_gpu - 60"
   "test_nccl_comm - 19"
   "test_kernels_gemm_skinny - 15"
   "test_draft_vocab_gpu - 8"
