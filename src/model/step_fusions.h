@@ -69,6 +69,16 @@ struct StepFusions {
   bool fused_qkv_rope = true;
 };
 
+// Every switch off: the per-op step the fusions are checked against (the
+// tests' reference; aggregate initialisation would keep the defaults above).
+inline StepFusions step_fusions_none() {
+  StepFusions f;
+  f.stacked_gemms = f.fused_rope_kv = f.fused_add_norm = false;
+  f.persistent_step = f.pdl = f.fused_silu_down = f.fused_combine = false;
+  f.fused_norm_gemm = f.fused_gate_up_silu = f.fused_qkv_rope = false;
+  return f;
+}
+
 // The defaults of models made in this process: the initialisers above, unless
 // a fusion's environment variable says 0 (or 1). Read once; any other value fails with
 // one line naming the variable.

@@ -4,7 +4,7 @@
 // (thousands of slots, many attention splits), on SmolLM2-135M's real weights
 // when the default GGUF is cached and on its synthetic shape, with the stacked
 // GEMMs and without them, graphs on and off, and the step fusions
-// (model/step_fusions.h) all on and all off, and with the persistent
+// (model/step_fusions.h: the launch merges and the GEMM epilogues) all on and all off, and with the persistent
 // whole-step kernel (StepFusions::persistent_step: decode and 7-token verify
 // both take it), and with the fusions on plus programmatic dependent launch
 // and the SiLU-mul read by the down projection and the combine in the split
@@ -78,7 +78,13 @@ void check(const ModelConfig& cfg, LlamaWeights w, const std::string& name) {
       for (bool graphs : {true, false}) {
         LlamaModel m(cfg, ws, 512);
         m.set_cuda_graphs(graphs);
-        StepFusions f = fused ? StepFusions{true, true, true} : StepFusions{false, false, false};
+        StepFusions f = step_fusions_none();
+        // fused: the three launch merges and the two GEMM epilogues (the defaults);
+        // with PDL the SwiGLU goes to the down projection's input load instead
+        // (fused_silu_down, which the gate/up epilogue would take precedence over).
+        f.stacked_gemms = f.fused_rope_kv = f.fused_add_norm = fused;
+        f.fused_gate_up_silu = fused && !pdl;
+        f.fused_qkv_rope = fused;
         f.persistent_step = persistent;
         f.pdl = pdl;
         f.fused_silu_down = pdl;

@@ -79,7 +79,7 @@ std::vector<Tensor> run_sequence(LlamaModel& m) {
 void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name) {
   LlamaModel ref(cfg, w, kMaxChunk);
   ref.set_cuda_graphs(false);
-  ref.set_step_fusions(StepFusions{false, false, false});
+  ref.set_step_fusions(step_fusions_none());
   const std::vector<Tensor> want = run_sequence(ref);
   const size_t calls = want.size() - 2 * size_t(cfg.num_layers);  // then the cache's K and V layers
   // extra: 0 the three switches alone, 1 with the persistent step, 2 with PDL,
@@ -95,7 +95,8 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       const bool combine = extra == 4 || extra == 5 || extra == 8 || extra == 11;
       const bool gate_up_silu = extra == 6 || extra == 8 || extra == 11;
       const bool qkv_rope = extra == 7 || extra == 8 || extra == 11, norm_gemm = extra >= 9;
-      StepFusions f{bool(bits & 1), bool(bits & 2), bool(bits & 4)};
+      StepFusions f = step_fusions_none();
+      f.stacked_gemms = bits & 1, f.fused_rope_kv = bits & 2, f.fused_add_norm = bits & 4;
       f.persistent_step = persistent;
       f.pdl = pdl;
       f.fused_silu_down = silu_down;
