@@ -23,8 +23,8 @@ __device__ __forceinline__ uint4 ld_x(const void* p) { return skinny::XReadOnly:
 template <class T, class Y, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_mma_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                               Y* __restrict__ y, int n, int64_t in, int64_t out,
-                                                              bool prefetch) {
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, prefetch);
+                                                              unsigned prefetch_blocks) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, blockIdx.x < prefetch_blocks);
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
   skinny::mma_tile<T, Y, KW, U, NT, skinny::XReadOnly>(x, in, w, y, out, n, in, out, blockIdx.x, part);
 }
@@ -34,8 +34,9 @@ __global__ void __launch_bounds__(KW * 32) skinny_mma_kernel(const T* __restrict
 template <class T, class Y, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_mma_silu_kernel(const T* __restrict__ gate_up,
                                                                    const T* __restrict__ w, Y* __restrict__ y,
-                                                                   int n, int64_t in, int64_t out, bool prefetch) {
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, prefetch);
+                                                                   int n, int64_t in, int64_t out,
+                                                                   unsigned prefetch_blocks) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, in, out, blockIdx.x < prefetch_blocks);
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
   skinny::mma_tile<T, Y, KW, U, NT>(gate_up, 2 * in, w, y, out, n, in, out, blockIdx.x, part,
                                     skinny::XSiluMulHalves<T>{in});
@@ -85,9 +86,10 @@ template <class T> struct RopeQkvStore {
 template <class T, int KW, int U, int NT, class RowMap, class Epilogue>
 __global__ void __launch_bounds__(KW * 32) skinny_mma_epilogue_kernel(const T* __restrict__ x,
                                                                        const T* __restrict__ w, int n, int64_t in,
-                                                                       RowMap rows, Epilogue epi, bool prefetch) {
+                                                                       RowMap rows, Epilogue epi,
+                                                                       unsigned prefetch_blocks) {
   const int64_t tile = blockIdx.x;
-  if (prefetch) {
+  if (blockIdx.x < prefetch_blocks) {
     prefetch_rows(w, rows.a(tile, 0), 8, in);
     prefetch_rows(w, rows.b(tile, 0), 8, in);
   }
@@ -108,8 +110,8 @@ template <class T, class Y, int NR>
 __global__ void __launch_bounds__(kSimtWarps * 32) skinny_simt_kernel(const T* __restrict__ x,
                                                                        const T* __restrict__ w,
                                                                        Y* __restrict__ y, int n, int64_t in,
-                                                                       int64_t out, bool prefetch) {
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kSimtRows, kSimtRows, in, out, prefetch);
+                                                                       int64_t out, unsigned prefetch_blocks) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kSimtRows, kSimtRows, in, out, blockIdx.x < prefetch_blocks);
   constexpr int kKb = kSimtU * 256;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j0 = int64_t(blockIdx.x) * kSimtRows;
@@ -188,8 +190,9 @@ template <class T, class Y, int NR>
 __global__ void __launch_bounds__(kLegacyWarps * 32) skinny_legacy_kernel(const T* __restrict__ x,
                                                                            const T* __restrict__ w,
                                                                            Y* __restrict__ y, int n, int64_t in,
-                                                                           int64_t out, bool prefetch) {
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kLegacyWarps, kLegacyWarps, in, out, prefetch);
+                                                                           int64_t out, unsigned prefetch_blocks) {
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * kLegacyWarps, kLegacyWarps, in, out,
+                          blockIdx.x < prefetch_blocks);
   __shared__ __align__(16) T xs[NR * kLegacyChunk];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t j = int64_t(blockIdx.x) * kLegacyWarps + warp;
@@ -238,7 +241,8 @@ unsigned blocks_for(int64_t out, int64_t rows_per_block) { return unsigned((out 
 template <class T, class Y, int KW, int U>
 void launch_mma(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, 16);
-  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
+  // The prefetch pays only where a launch can overlap, and only for a bounded head of W.
+  const unsigned pf = pdl_scope_on() ? prefetch_blocks(16, in * int64_t(sizeof(T))) : 0;
   // The tile count only bounds the loop; a row's arithmetic is the same in each.
   if (n <= 8) launch_step(skinny_mma_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
   else if (n <= 16) launch_step(skinny_mma_kernel<T, Y, KW, U, 2>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
@@ -248,7 +252,7 @@ void launch_mma(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cu
 template <class T, class Y, int KW, int U>
 void launch_mma_silu(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, 16);
-  const bool pf = pdl_scope_on();
+  const unsigned pf = pdl_scope_on() ? prefetch_blocks(16, in * int64_t(sizeof(T))) : 0;
   if (n <= 8) launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
   else if (n <= 16) launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 2>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
   else launch_step(skinny_mma_silu_kernel<T, Y, KW, U, 4>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);
@@ -258,7 +262,8 @@ template <class T, int KW, int U, class RowMap, class Epilogue>
 void launch_mma_epilogue(const T* x, const T* w, int n, int64_t in, int64_t tiles, const RowMap& rows,
                          const Epilogue& epi, cudaStream_t st) {
   const dim3 b{unsigned(tiles)}, th{unsigned(KW * 32)};
-  const bool pf = pdl_scope_on();
+  // Each block prefetches two runs of 8 rows.
+  const unsigned pf = pdl_scope_on() ? prefetch_blocks(16, in * int64_t(sizeof(T))) : 0;
   if (n <= 8) launch_step(skinny_mma_epilogue_kernel<T, KW, U, 1, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
   else if (n <= 16) launch_step(skinny_mma_epilogue_kernel<T, KW, U, 2, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
   else launch_step(skinny_mma_epilogue_kernel<T, KW, U, 4, RowMap, Epilogue>, b, th, 0, st, x, w, n, in, rows, epi, pf);
@@ -278,7 +283,7 @@ void launch_epilogue(const SkinnyGemmParams& p, int64_t tiles, const RowMap& row
 template <class T, class Y>
 void launch_simt(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kSimtRows);
-  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
+  const unsigned pf = pdl_scope_on() ? prefetch_blocks(kSimtRows, in * int64_t(sizeof(T))) : 0;
   const int th = kSimtWarps * 32;
   if (n <= 1) launch_step(skinny_simt_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
   else if (n <= 4) launch_step(skinny_simt_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
@@ -290,7 +295,7 @@ void launch_simt(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, c
 template <class T, class Y>
 void launch_legacy(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, kLegacyWarps);
-  const bool pf = pdl_scope_on();  // the prefetch pays only where a launch can overlap
+  const unsigned pf = pdl_scope_on() ? prefetch_blocks(kLegacyWarps, in * int64_t(sizeof(T))) : 0;
   const int th = kLegacyWarps * 32;
   if (n <= 1) launch_step(skinny_legacy_kernel<T, Y, 1>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);
   else if (n <= 4) launch_step(skinny_legacy_kernel<T, Y, 4>, dim3(b), dim3(th), 0, st, x, w, y, n, in, out, pf);

@@ -29,13 +29,14 @@ size_t rows_bytes(int64_t n, int64_t in) { return sizeof(uint16_t) * size_t(n) *
 // grid.x = ceil(out / 16); KW warps. Dynamic shared memory: the n normalized
 // rows, row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
 // persistent step kernel keeps them. The tile's W rows are prefetched into L2
-// before the norm even without PDL: a weight, read by no other kernel of the
-// step, so the row loads of the norm overlap the tile's first weight bytes.
+// before the norm even without PDL (the blocks of a bounded head of W,
+// prefetch_blocks in pdl.cuh): a weight, read by no other kernel of the step,
+// so the row loads of the norm overlap the tile's first weight bytes.
 template <class T, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_constant__ SkinnyNormGemmParams p,
-                                                                  int norm_threads) {
+                                                                  int norm_threads, unsigned prefetch_blocks) {
   const T* w = static_cast<const T*>(p.w);
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, true);  // then pdl_wait()
+  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, blockIdx.x < prefetch_blocks);
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[kMaxRows * kMaxRowWarps], scale[kMaxRows];
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
@@ -84,7 +85,8 @@ void launch_nt(const SkinnyNormGemmParams& p, cudaStream_t st) {
   const size_t smem = rows_bytes(p.n, p.in);
   allow_smem(reinterpret_cast<const void*>(kern));
   const unsigned blocks = unsigned((p.out + 15) / 16);
-  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in));
+  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in),
+              prefetch_blocks(16, p.in * int64_t(sizeof(T))));
 }
 
 template <class T, int KW, int U>

@@ -50,6 +50,18 @@ bool pdl_scope_on();
 // Launches that carried the attribute since the process started (tests check
 // that the switch reached the kernels).
 int64_t pdl_launches();
+// How many blocks of a skinny GEMM, from block 0, prefetch their weight rows
+// (rows_per_block rows of row_bytes each) into L2, by TRIFORCE_PREFETCH_MIB:
+// unset or "all", every block (as measured so far); "auto", those whose rows
+// start in the first quarter of the current device's L2 worth of the matrix;
+// N, in its first N MiB. Why a bound may pay: every resident block prefetches
+// its whole tile at once, so a 7B's first wave (about a thousand blocks of
+// 128 KB at a hidden size of 4096) asks for more than L2 holds and may evict
+// its own lines before reading them, while a bounded head of the matrix still
+// starts the weight stream as the previous kernel drains.
+unsigned prefetch_blocks(int64_t rows_per_block, int64_t row_bytes);
+// The same for a budget in bytes (< 0: every block; 0: none).
+unsigned prefetch_blocks_within(int64_t budget_bytes, int64_t rows_per_block, int64_t row_bytes);
 
 #if defined(__CUDACC__)
 template <class... KArgs, class... Args>

@@ -15,6 +15,7 @@ mkdir -p "$out"
 configs=(
   "default:"
   "no_epilogues:TRIFORCE_FUSED_GATE_UP_SILU=0 TRIFORCE_FUSED_QKV_ROPE=0"
+  "prefetch_auto:TRIFORCE_PREFETCH_MIB=auto"
   "norm_gemm:TRIFORCE_FUSED_NORM_GEMM=1"
   "gate_up_silu:TRIFORCE_FUSED_GATE_UP_SILU=1"
   "qkv_rope:TRIFORCE_FUSED_QKV_ROPE=1"

@@ -70,6 +70,8 @@ const std::vector<EnvKnob> kKnobs = {
      [](const std::string& v) { return one_of(v, {"counter", "generation"}); }, "kernels/persistent_step.cu"},
     {"TRIFORCE_PERSISTENT_BLOCKS_PER_SM", "1 to 8", [](const std::string& v) { return int_in(v, 1, 8); },
      "kernels/persistent_step.cu"},
+    {"TRIFORCE_PREFETCH_MIB", "all, auto or an integer from 0 to 1048576",
+     [](const std::string& v) { return v == "all" || v == "auto" || int_in(v, 0, 1048576); }, "kernels/pdl.cu"},
     {"TRIFORCE_DEFAULT_DRAFT", "a draft folder or none", any, "speculative/default_draft.cpp"},
     {"TRIFORCE_CACHE", "a folder", any, "cli/options.cpp, sweep/prompts.cpp"},
     {"TRIFORCE_GIT_SHA", "a commit", any, "sweep/provenance.cpp"},

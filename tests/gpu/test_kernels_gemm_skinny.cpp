@@ -5,7 +5,8 @@
 //    must come back finite, with a poisoned guard after y left untouched;
 //  - batch invariance: for every n in 1..32, row i of the n-row call is
 //    bit-identical to the one-row call on x row i, on awkward shapes and on
-//    the Llama-2-7B shapes the model runs (lm_head with f32 out).
+//    the Llama-2-7B shapes the model runs (lm_head with f32 out);
+//  - the PDL weight prefetch's bound (a quarter of L2 by default).
 // SKIPPED without CUDA or a device.
 #include <gtest/gtest.h>
 
@@ -15,12 +16,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #ifdef TRIFORCE_HAVE_CUDA
 #include "device_buffer.cuh"
 #include "gemm_skinny.cuh"
+#include "pdl.cuh"
 #endif
 
 namespace {
@@ -193,5 +198,29 @@ TEST(KernelsGemmSkinny, BadVariantFailsWithOneLine) {
   SkinnyGemmParams p;
   p.x = x.get(), p.w = w.get(), p.y = y.get(), p.n = 1, p.in = 8, p.out = 1, p.variant = kSkinnyVariants;
   EXPECT_THROW(gemm_skinny(p), std::exception);
+#endif
+}
+
+// Under PDL the blocks whose weight rows start in the first
+// TRIFORCE_PREFETCH_MIB of the matrix prefetch them (pdl.cuh,
+// prefetch_blocks): every block when unset, a quarter of L2 with "auto".
+TEST(KernelsGemmSkinny, PrefetchBound) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  EXPECT_EQ(prefetch_blocks_within(-1, 16, 8192), std::numeric_limits<unsigned>::max());
+  EXPECT_EQ(prefetch_blocks_within(0, 16, 8192), 0u);
+  EXPECT_EQ(prefetch_blocks_within(12 << 20, 16, 8192), 96u);    // 7B rows: 128 KB a block
+  EXPECT_EQ(prefetch_blocks_within(12 << 20, 16, 1152), 683u);   // SmolLM2 rows: 18 KB, the last one partly in
+  EXPECT_EQ(prefetch_blocks_within(1, 16, 8192), 1u);            // the first block starts inside any budget
+  const char* e = std::getenv("TRIFORCE_PREFETCH_MIB");
+  const std::string env = e ? e : "";
+  if (env.empty() || env == "all") {
+    EXPECT_EQ(prefetch_blocks(16, 8192), std::numeric_limits<unsigned>::max());
+  } else if (env == "auto") {
+    int dev = 0, l2 = 0;
+    ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), cudaSuccess);
+    EXPECT_EQ(prefetch_blocks(16, 8192), prefetch_blocks_within(int64_t(l2) / 4, 16, 8192));
+  }
 #endif
 }
