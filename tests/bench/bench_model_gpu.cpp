@@ -42,7 +42,8 @@
 // and 17: PDL with each epilogue). The 7B decode and retrieval steps (graphs) also
 // take 8, 16, 24, 28 (both epilogues and the fused combine), 32 (the norm
 // prologue, 4096-wide rows since 855364f) and 56 (the prologue with both epilogue
-// switches), all without PDL (off for the 7B by default). One run
+// switches), all without PDL (off for the 7B by default), and 25 (PDL with both
+// epilogues: the default's launches with PDL; experiments/h200/prefetch_ab.sh). One run
 // prints 0, 1, 2, 4, 7 (and 9, 17, 25, 33 where listed) for every shape (graphs on, ~2-3 minutes):
 //   bench_model_gpu --benchmark_filter='BM_(Step135M|DraftStep68M)/[0-9]+/1/|BM_(Verify135M|DraftVerify68M|RetrievalStep7B)/[0-9]+/1/[0-9]+/|BM_Decode7B/8192/1/'
 // (13 shapes x 5 masks = 65 benchmarks, plus the epilogue masks).
@@ -397,11 +398,11 @@ void BM_Phases68M(benchmark::State& s) { phases(s, "synthetic:llama-68m", s.rang
 }  // namespace
 
 // Arguments: context, graphs (1) or eager (0)[, tokens][, launch switches: 1 pdl | 2 silu_down | 4 combine | 8 gate_up_silu | 16 qkv_rope | 32 norm_gemm].
-BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}, {0, 1, 2, 4, 7, 8, 16, 24, 28, 32, 56}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
+BENCHMARK(BM_Decode7B)->ArgsProduct({{8192, 32768, 131072}, {1, 0}, {0, 1, 2, 4, 7, 8, 16, 24, 25, 28, 32, 56}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_Verify7_7B)->ArgsProduct({{8192, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 // Context = what the step's attention reads: the budget plus the step's tokens.
 BENCHMARK(BM_RetrievalStep7B)
-    ->ArgsProduct({{kRetrievalBudget + 1}, {1}, {1}, {0, 1, 2, 4, 7, 8, 16, 24, 28, 32, 56}})
+    ->ArgsProduct({{kRetrievalBudget + 1}, {1}, {1}, {0, 1, 2, 4, 7, 8, 16, 24, 25, 28, 32, 56}})
     ->ArgsProduct({{kRetrievalBudget + 1}, {0}, {1}, {0, 1, 2, 4, 7}})
     ->ArgsProduct({{kRetrievalBudget + 3}, {1}, {3}, {0, 1, 2, 4, 7}})
     ->ArgsProduct({{kRetrievalBudget + 3}, {0}, {3}, {0, 1, 2, 4, 7}})
