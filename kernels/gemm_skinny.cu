@@ -241,7 +241,7 @@ unsigned blocks_for(int64_t out, int64_t rows_per_block) { return unsigned((out 
 template <class T, class Y, int KW, int U>
 void launch_mma(const T* x, const T* w, Y* y, int n, int64_t in, int64_t out, cudaStream_t st) {
   const unsigned b = blocks_for(out, 16);
-  // The prefetch pays only where a launch can overlap, and only for a bounded head of W.
+  // The prefetch pays only where a launch can overlap; prefetch_blocks says which blocks (pdl.cuh).
   const unsigned pf = pdl_scope_on() ? prefetch_blocks(16, in * int64_t(sizeof(T))) : 0;
   // The tile count only bounds the loop; a row's arithmetic is the same in each.
   if (n <= 8) launch_step(skinny_mma_kernel<T, Y, KW, U, 1>, dim3(b), dim3(KW * 32), 0, st, x, w, y, n, in, out, pf);

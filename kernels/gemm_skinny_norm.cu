@@ -29,9 +29,9 @@ size_t rows_bytes(int64_t n, int64_t in) { return sizeof(uint16_t) * size_t(n) *
 // grid.x = ceil(out / 16); KW warps. Dynamic shared memory: the n normalized
 // rows, row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
 // persistent step kernel keeps them. The tile's W rows are prefetched into L2
-// before the norm even without PDL (the blocks of a bounded head of W,
-// prefetch_blocks in pdl.cuh): a weight, read by no other kernel of the step,
-// so the row loads of the norm overlap the tile's first weight bytes.
+// before the norm even without PDL (the blocks prefetch_blocks names, pdl.cuh):
+// a weight, read by no other kernel of the step, so the row loads of the norm
+// overlap the tile's first weight bytes.
 template <class T, int KW, int U, int NT>
 __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_constant__ SkinnyNormGemmParams p,
                                                                   int norm_threads, unsigned prefetch_blocks) {
