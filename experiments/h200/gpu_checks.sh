@@ -5,6 +5,9 @@
 #   TRIFORCE_GIT_SHA=$(git rev-parse --short HEAD) PARTS="build tests bench ncu study" \
 #     bash experiments/h200/gpu_checks.sh OUT
 # FUSIONS="000 111": the step-fusion switches (stacked GEMMs, RoPE+KV write, add+norm) to benchmark.
+# Parts "prefetch" and "step" run prefetch_ab.sh and step_ab.sh (REPS, CONFIGS as they take them) into OUT.
+# TAR_TO=FILE packs OUT into one archive at the end: a device call brings back at most 8 files, so write OUT
+# outside $OUT and TAR_TO=$OUT/checks.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-gpu-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -54,7 +57,20 @@ if has ncu; then
   echo "== ncu: $((SECONDS - t)) s"
 fi
 
+if has prefetch; then
+  t=$SECONDS
+  timeout 400 bash experiments/h200/prefetch_ab.sh $b "$out/prefetch" | grep "^prefetch_ab"
+  echo "== prefetch: $((SECONDS - t)) s"
+fi
+
+if has step; then
+  t=$SECONDS
+  timeout 400 bash experiments/h200/step_ab.sh $b "$out/step" | grep "^step_ab"
+  echo "== step: $((SECONDS - t)) s"
+fi
+
 if has study; then
   TRIFORCE_BIN=$b/triforce bash experiments/triforce_7b/run_study.sh "$out" ${STUDY_PARTS:-onchip grid} 2>&1 | tail -30
 fi
 echo "== total: $((SECONDS - t0)) s"
+if [[ -n ${TAR_TO:-} ]]; then tar -czf "$TAR_TO" -C "$(dirname "$out")" "$(basename "$out")" && echo "== packed: $TAR_TO"; fi
