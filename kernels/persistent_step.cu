@@ -325,8 +325,9 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     // Only warps 0..3 touch shared memory here, each reuse ordered by named barrier kAttnBarrier (their 128
     // threads); warps 4..7 wait at the grid barrier's first __syncthreads, which then orders this phase against
     // the next for all 256. racecheck (sanitize run 3) reported hazards only after this phase, each between two
-    // accesses a __syncthreads orders: experiments/h200/racecheck_named_barrier.cu asks whether racecheck
-    // misorders accesses once some warps ran a named barrier the others did not.
+    // accesses a __syncthreads orders: the tool's, as experiments/h200/racecheck_named_barrier.cu showed (it
+    // reports such pairs once some warps ran a named barrier the others did not, and none when every warp ran
+    // as many; docs/RELIABILITY.md).
     if (tid < attn::kThreads) {
       const int tasks = groups * splits * int(KH);
       const QRope qrope{p.qkv, qkv_out, p.rope.cos, p.rope.sin, p.rope.rows, p.rope.table_rows};
