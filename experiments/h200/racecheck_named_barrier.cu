@@ -14,8 +14,6 @@
 // Reading: 0 hazards in mode 0 and some in mode 1 = racecheck misorders accesses after a partial-block named
 // barrier, and the persistent kernel's reports are that (no barrier is missing there); mode 2 tells whether
 // equal per-warp barrier counts avoid it. Hazards in mode 0 too = racecheck sees something this file gets wrong.
-// Answer (H100, compute-sanitizer 2025.3.1, 2026-12-06, results/h100/sanitize-run4): mode 0 no hazard, mode 1
-// 6,784 hazards at two sites (lines 50/52 and 56/59), mode 2 no hazard.
 //   nvcc -std=c++17 -O3 -arch=sm_90 -lineinfo experiments/h200/racecheck_named_barrier.cu -o /tmp/rnb
 //   for m in 0 1 2; do compute-sanitizer --tool racecheck --racecheck-report analysis --print-limit 10 /tmp/rnb $m; done
 #include <cstdio>
@@ -87,3 +85,6 @@ int main(int argc, char** argv) {
   std::printf("mode %d: ran, checksum %.6g\n", mode, sum);
   return 0;
 }
+
+// Answer (H100, compute-sanitizer 2025.3.1, 2026-12-06, results/h100/sanitize-run4): mode 0 no hazard,
+// mode 1 6,784 hazards at two sites (lines 50/52: xs, 56/59: part), mode 2 no hazard.
