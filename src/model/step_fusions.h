@@ -16,14 +16,15 @@
 //     runs the per-op kernels' tiles with grid barriers between them; it
 //     replaces the other three where it applies and gives their bits.
 //   fused_silu_down (TRIFORCE_FUSED_SILU_DOWN, off by default: measured
-//     slower, results/h200/step-pdl): with the stacked gate/up GEMM, the down projection reads
-//     silu(gate) * up straight from its output, computed in the skinny GEMM's
-//     input load with the silu_mul kernel's own expression and rounding (one
-//     launch a layer fewer).
+//     slower, results/h200/step-pdl): with the stacked gate/up GEMM, the
+//     down projection reads silu(gate) * up straight from its output,
+//     computed in the skinny GEMM's input load with the silu_mul kernel's own
+//     expression and rounding (one launch a layer fewer).
 //   fused_combine (TRIFORCE_FUSED_COMBINE, off by default: measured slower,
-//     results/h200/step-pdl and results/h100/step-fusions): decode attention's combine done by the last split block of each KV head
-//     to finish (an arrival counter), with the combine kernel's code: one
-//     launch a layer fewer.
+//     results/h200/step-pdl and results/h100/step-fusions): decode
+//     attention's combine done by the last split block of each KV head to
+//     finish (an arrival counter), with the combine kernel's code: one launch
+//     a layer fewer.
 //   fused_norm_gemm (TRIFORCE_FUSED_NORM_GEMM, off by default: measured
 //     slower, results/h100/step-fusions):
 //     for steps of <= 32 tokens with the stacked GEMMs (<= 24 at a hidden size
@@ -33,9 +34,10 @@
 //     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
 //     launches a layer fewer; the residual alternates between two buffers.
 //   fused_gate_up_silu (TRIFORCE_FUSED_GATE_UP_SILU, on by default: measured
-//     faster with fused_qkv_rope, results/h100/step-fusions): the stacked gate/up GEMM of a step writes silu(gate) * up
-//     itself (its tiles pair gate row j with up row j, the epilogue rounds
-//     both as stored and applies silu_mul's expression): no silu_mul launch.
+//     faster with fused_qkv_rope, results/h100/step-fusions): the stacked
+//     gate/up GEMM of a step writes silu(gate) * up itself (its tiles pair
+//     gate row j with up row j, the epilogue rounds both as stored and
+//     applies silu_mul's expression): no silu_mul launch.
 //     Takes precedence over fused_silu_down, which then has nothing to read.
 //   fused_qkv_rope (TRIFORCE_FUSED_QKV_ROPE, on by default, as above):
 //     with fused_rope_kv and a device cache, the stacked q/k/v GEMM of a step
