@@ -59,6 +59,8 @@ __global__ void attention_combine_kernel(const float* __restrict__ o_part, const
       int(threadIdx.x), int(blockDim.x), [] { __syncthreads(); });
 }
 
+std::atomic<int64_t> direct_launches{0};
+
 int sm_count() {
   static int n = [] {
     int dev = 0, c = 0;
@@ -141,6 +143,8 @@ int attention_decode_num_splits(const AttentionDecodeParams& p) {
   return int((bound + chunk - 1) / chunk);
 }
 
+int64_t attention_decode_direct_launches() { return direct_launches.load(std::memory_order_relaxed); }
+
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p) {
   return sizeof(float) * size_t(attention_decode_num_splits(p)) * size_t(p.n) * size_t(p.num_heads) *
          size_t(p.head_dim + 1);
@@ -192,8 +196,14 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   // The in-split combine merges a head's n G rows in the split's shared memory.
   const size_t split_smem = p.head_dim == 64 ? (mt == 1 ? split_smem_bytes<64, 1>() : split_smem_bytes<64, 2>())
                                              : (mt == 1 ? split_smem_bytes<128, 1>() : split_smem_bytes<128, 2>());
+  // One split: it writes the output itself (SplitArgs::out), the same bits, one launch fewer.
+  const bool direct = splits == 1 && p.direct_single_split;
+  if (direct) {
+    a.out = p.out;
+    direct_launches.fetch_add(1, std::memory_order_relaxed);
+  }
   unsigned* arrivals = nullptr;
-  if (p.combine_in_split && sizeof(float) * size_t(combine_smem_floats(int(R), int(p.head_dim))) <= split_smem &&
+  if (!direct && p.combine_in_split && sizeof(float) * size_t(combine_smem_floats(int(R), int(p.head_dim))) <= split_smem &&
       p.num_kv_heads <= kMaxArrivalWords)
     arrivals = arrival_counters(stream);
   TF_DISPATCH_HALF(p.dtype, T, {
@@ -205,7 +215,7 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
       if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
       else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
     }
-    if (!arrivals)  // else the last split block of each head combined
+    if (!direct && !arrivals)  // else the one split wrote the rows, or the last split block of each head combined
       launch_step(attention_combine_kernel<T>, dim3(unsigned(rows)), dim3(unsigned(kCombineGroups * p.head_dim)), 0,
                   stream, static_cast<const float*>(a.o_part), static_cast<const float*>(a.lse_part),
                   static_cast<T*>(p.out), splits, int(rows), int(p.head_dim), p.kv_length, a.chunk);

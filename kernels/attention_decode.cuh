@@ -3,7 +3,8 @@
 // in f16/bf16, GQA-aware: one CTA per (kv head, KV split) loads each K/V tile
 // once into shared memory for all n * (heads / kv_heads) query rows that share
 // it. Each CTA writes an fp32 partial output and its log-sum-exp; a combine
-// kernel merges the splits (LSE merge) and writes the output in the KV dtype.
+// kernel merges the splits (LSE merge) and writes the output in the KV dtype
+// (a grid of one split writes the output itself, with the combine's bits).
 //
 // The KV length and the query positions are read from device memory, so the
 // launch can be captured in a CUDA graph and replayed as the cache grows.
@@ -51,15 +52,25 @@ struct AttentionDecodeParams {
   // shared memory, or on a first call inside stream capture (the counters are
   // allocated outside it).
   bool combine_in_split = false;
+  // A grid of one split (a bound of at most split_slots, or one chosen split)
+  // writes the output from the split kernel, no combine launch: the bits the
+  // combine computes from one split (attention_decode_tile.cuh, SplitArgs::out).
+  // false: the combine runs all the same (the tests' and the A/B's reference;
+  // StepFusions::direct_single_split).
+  bool direct_single_split = true;
 };
 
 // Step launches (kernels/pdl.cuh): the split and combine kernels wait for the
 // previous kernel before they read q, the cache, the length or the workspace.
 // The split count attention_decode will use for p (p.num_splits if set).
 int attention_decode_num_splits(const AttentionDecodeParams& p);
+// Calls since the process started whose one split wrote the output itself
+// (direct_single_split), counted at launch: graph replays are not counted.
+int64_t attention_decode_direct_launches();
 // Bytes of fp32 scratch the launch needs: splits * n * heads * (head_dim + 1) floats.
 size_t attention_decode_workspace_bytes(const AttentionDecodeParams& p);
-// Validates p (tf::Error on a bad shape), then launches the split and combine kernels.
+// Validates p (tf::Error on a bad shape), then launches the split and combine kernels (the split alone
+// for a one-split grid with direct_single_split).
 void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

@@ -32,6 +32,13 @@ struct SplitArgs {
   int64_t head_stride, token_stride;
   int chunk;        // slots per split, a multiple of kTile
   float scale_log2;
+  // Non-null when the grid has one split: that split writes its rows here, in
+  // the KV dtype, [n, H, D], instead of o_part and lse_part, and no combine
+  // runs. From one split the combine takes weight exp2(lse - lse) = 1 and
+  // computes 0 + fma(1, o, 0) + 0 + 0 + 0, divided by (1 + 0) + (0 + 0): o
+  // itself (never -0, as the merge below sums from +0), or 0 for a row that
+  // saw no slot; so these are the combine's bits.
+  void* out = nullptr;
 };
 
 template <int D, int MT> constexpr size_t split_smem_bytes() {
@@ -251,6 +258,10 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
     }
     const bool any = L > 0.0f;
     const int t = row / a.G, h = kvh * a.G + row % a.G;
+    if (a.out) {
+      store_f32(static_cast<T*>(a.out) + (int64_t(t) * a.H + h) * D + d, any ? O / L : 0.0f);
+      continue;
+    }
     const int64_t out_row = (int64_t(split) * a.n + t) * a.H + h;
     a.o_part[out_row * D + d] = any ? O / L : 0.0f;
     if (d == 0) a.lse_part[out_row] = any ? M + log2f(L) : -INFINITY;

@@ -5,7 +5,8 @@
 #   TRIFORCE_GIT_SHA=$(git rev-parse --short HEAD) PARTS="build tests bench ncu study" \
 #     bash experiments/h200/gpu_checks.sh OUT
 # FUSIONS="000 111": the step-fusion switches (stacked GEMMs, RoPE+KV write, add+norm) to benchmark.
-# Parts "prefetch" and "step" run prefetch_ab.sh and step_ab.sh (REPS, CONFIGS as they take them) into OUT.
+# Parts "prefetch", "step" and "direct" run prefetch_ab.sh, step_ab.sh (REPS, CONFIGS as they take them) and
+# direct_split_ab.sh into OUT.
 # TAR_TO=FILE packs OUT into one archive at the end: a device call brings back at most 8 files, so write OUT
 # outside $OUT and TAR_TO=$OUT/checks.tgz.
 set -uo pipefail
@@ -67,6 +68,12 @@ if has step; then
   t=$SECONDS
   timeout 400 bash experiments/h200/step_ab.sh $b "$out/step" | grep "^step_ab"
   echo "== step: $((SECONDS - t)) s"
+fi
+
+if has direct; then
+  t=$SECONDS
+  timeout 420 bash experiments/h200/direct_split_ab.sh $b "$out/direct" | grep "^direct_split_ab\|^step_ab"
+  echo "== direct: $((SECONDS - t)) s"
 fi
 
 if has study; then

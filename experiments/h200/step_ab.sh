@@ -2,7 +2,7 @@
 # Issue 17: ms/token of `generate --method ar` (T = 0, graphs on) on MODEL (default synthetic:smollm2-135m,
 # whose step costs what the real SmolLM2's does: same shapes and dtype) at the issue's two prompt lengths
 # (13 and 6478 tokens), for each step configuration in turn: the defaults (the two GEMM epilogues on since
-# results/h100/step-fusions; no_epilogues is the default before it), each launch-removing fusion alone,
+# results/h100/step-fusions; no_epilogues is the default before it; no_direct launches the attention combine for one split too), each launch-removing fusion alone,
 # all three together, the persistent step kernel, and the decode attention's split size (TRIFORCE_ATTN_SPLIT_SLOTS,
 # 512 by default: at 256 slots one CTA per KV head walks the whole cache; auto: 64 for SmolLM2's 3 KV heads). Every configuration runs REPS times in its own process;
 # one JSON line per run in OUT/step_ab.jsonl, the medians printed, and which configurations gave the same tokens.
@@ -16,6 +16,7 @@ configs=(
   "default:"
   "no_epilogues:TRIFORCE_FUSED_GATE_UP_SILU=0 TRIFORCE_FUSED_QKV_ROPE=0"
   "prefetch_auto:TRIFORCE_PREFETCH_MIB=auto"
+  "no_direct:TRIFORCE_DIRECT_SINGLE_SPLIT=0"
   "norm_gemm:TRIFORCE_FUSED_NORM_GEMM=1"
   "gate_up_silu:TRIFORCE_FUSED_GATE_UP_SILU=1"
   "qkv_rope:TRIFORCE_FUSED_QKV_ROPE=1"

@@ -469,6 +469,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
   ap.num_kv_heads = KH;
   ap.head_dim = D;
   ap.combine_in_split = cuda && fusions_.fused_combine;
+  ap.direct_single_split = fusions_.direct_single_split;
   ap.split_slots = attn_split_;
   if (g) {
     ap.grid_slots = g->grid_slots;

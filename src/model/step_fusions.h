@@ -44,6 +44,11 @@
 //     applies RoPE in its epilogue (its tiles pair rows j and j + head_dim / 2
 //     of a head) and writes q, and k and v into the cache at the token's
 //     slot, as rope_qkv_to_cache would from its output: no RoPE launch.
+//   direct_single_split (TRIFORCE_DIRECT_SINGLE_SPLIT, on by default): a
+//     decode attention call whose grid has one split (at most 512 slots, the
+//     split size: a short context, a 68M draft's 250-slot window) has that
+//     split write the output rows itself, the combine's bits from one split
+//     (kernels/attention_decode_tile.cuh, SplitArgs::out): no combine launch.
 //   pdl (TRIFORCE_PDL; unset: on for models of hidden size <= kPdlMaxHidden,
 //     off above, as measured on the H200 in results/h200/step-pdl: 135M and
 //     68M steps 12-25% faster, 7B steps about 1 ms slower): the kernels of a
@@ -69,6 +74,7 @@ struct StepFusions {
   bool fused_norm_gemm = false;
   bool fused_gate_up_silu = true;
   bool fused_qkv_rope = true;
+  bool direct_single_split = true;
 };
 
 // Every switch off: the per-op step the fusions are checked against (the
@@ -78,6 +84,7 @@ inline StepFusions step_fusions_none() {
   f.stacked_gemms = f.fused_rope_kv = f.fused_add_norm = false;
   f.persistent_step = f.pdl = f.fused_silu_down = f.fused_combine = false;
   f.fused_norm_gemm = f.fused_gate_up_silu = f.fused_qkv_rope = false;
+  f.direct_single_split = false;
   return f;
 }
 

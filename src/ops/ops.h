@@ -165,6 +165,9 @@ struct AttentionParams {
   // CUDA decode: the last split block of each KV head merges the splits (no
   // combine launch; the same bits). StepFusions::fused_combine.
   bool combine_in_split = false;
+  // CUDA decode: a call whose grid has one split writes the output from the
+  // split kernel, no combine launch (the same bits). StepFusions::direct_single_split.
+  bool direct_single_split = true;
   // CUDA decode: the KV is split at multiples of this many slots (a multiple
   // of 64); 0: attention_split_slots(). A model passes the same value to all
   // its decode and verify calls (attention_split_slots_for), so a verified row
@@ -267,5 +270,8 @@ class StepLaunchOverlap {
 void step_launch_break();
 // Kernel launches of the process that carried the overlap attribute.
 int64_t step_overlapped_launches();
+// Decode attention calls of the process whose one split wrote the rows itself
+// (AttentionParams::direct_single_split), counted at launch, not at graph replay.
+int64_t attention_direct_launches();
 
 }  // namespace tf::ops

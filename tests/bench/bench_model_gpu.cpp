@@ -159,6 +159,7 @@ void fusion_counters(benchmark::State& state, const LlamaModel& m) {
   state.counters["gate_up_silu"] = m.step_fusions().fused_gate_up_silu;
   state.counters["qkv_rope"] = m.step_fusions().fused_qkv_rope;
   state.counters["norm_gemm"] = m.step_fusions().fused_norm_gemm;
+  state.counters["direct"] = m.step_fusions().direct_single_split;
 }
 
 // The launch switches as the bit mask state.range(mask_at) says (-1: the

@@ -6,7 +6,9 @@
 // NaN, so a read outside [0, length) or a missing write shows up. Every case
 // also runs with the combine done by the last split block of each KV head
 // (combine_in_split), twice (the arrival counters must reset), and has to give
-// the combine kernel's bits.
+// the combine kernel's bits; a grid of one split writes the rows itself
+// (direct_single_split, the default) and must give the bits of the combine
+// kernel launched after it.
 // SKIPPED without CUDA or without a device.
 #include <gtest/gtest.h>
 
@@ -74,12 +76,28 @@ void run_case(const Case& c) {
   p.workspace = ws.as<float>();
   ws.poison();
   dout.poison();
+  const int64_t direct_before = tf::cuda::attention_decode_direct_launches();
   tf::cuda::attention_decode(p);
+  EXPECT_EQ(tf::cuda::attention_decode_direct_launches() - direct_before,
+            tf::cuda::attention_decode_num_splits(p) == 1 ? 1 : 0) << "one split writes its rows, more combine";
   CUDA_CHECK(cudaDeviceSynchronize());
   auto got = tf::cuda::download_as(dout, q.size(), c.dt);
   const size_t out_bytes = q.size() * 2;
   std::vector<uint8_t> plain_bits(out_bytes), fused_bits(out_bytes);
   dout.download(plain_bits.data(), out_bytes);
+  {  // the combine launched even for one split: the bits the one-split direct write must give
+    tf::cuda::AttentionDecodeParams pc = p;
+    pc.direct_single_split = false;
+    const int64_t direct_before = tf::cuda::attention_decode_direct_launches();
+    ws.poison();
+    dout.poison();
+    tf::cuda::attention_decode(pc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(tf::cuda::attention_decode_direct_launches(), direct_before) << "direct write while switched off";
+    dout.download(fused_bits.data(), out_bytes);
+    EXPECT_TRUE(fused_bits == plain_bits) << tf::cuda::attention_decode_num_splits(p)
+                                          << " split(s), the default path vs the combine kernel always launched";
+  }
   for (int rep = 0; rep < 2; ++rep) {
     tf::cuda::AttentionDecodeParams pi = p;
     pi.combine_in_split = true;

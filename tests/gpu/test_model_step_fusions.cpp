@@ -16,6 +16,8 @@
 // the same way: each alone, and both with every launch switch above; the
 // KV cache after the sequence must match too (the fused RoPE writes it). The
 // norm-prologue GEMMs (fused_norm_gemm) alone, with PDL, and with everything.
+// The one-split attention that writes its own rows (direct_single_split) with
+// the process defaults, over caches below and across 512 slots (check_direct).
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
 // llama-68m (f16, head_dim 64, MHA), synthetic Llama-3.1-8B (bf16, head_dim
 // 128, GQA 32/8), and the real SmolLM2 in f16 when the default GGUF is cached.
@@ -144,7 +146,63 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
     }
 }
 
+// StepFusions::direct_single_split: with a cache of at most 512 slots (one
+// attention split) the split kernel writes the rows and no combine runs. Short
+// prompts, steps that stay under 512 slots and steps that cross it (a verify of
+// 32 tokens from 500), graphs on and off, the process defaults otherwise: the
+// same logits and cache as with the combine always launched.
+void check_direct(const ModelConfig& cfg, const LlamaWeights& w, const std::string& name) {
+  auto sequence = [&](LlamaModel& m) {
+    const int64_t V = m.config().vocab_size;
+    std::vector<Tensor> out;
+    for (int64_t prompt : {int64_t(40), int64_t(480)}) {
+      auto cache = m.make_cache(prompt + 100);
+      out.push_back(m.forward(tokens_for(prompt, V, 1), cache, 1));
+      int64_t salt = 10;
+      for (int64_t n : {1, 3, 7, 1, 32, 2, 1}) out.push_back(m.forward(tokens_for(n, V, salt++), cache));
+      cache.truncate(prompt + 2);
+      for (int64_t n : {7, 1}) out.push_back(m.forward(tokens_for(n, V, salt++), cache));
+      for (int64_t l = 0; l < m.config().num_layers; ++l)
+        for (const Tensor& layer : {cache.layer_k(l), cache.layer_v(l)})
+          out.push_back(used_slots_bits(layer, cache.length()));
+    }
+    return out;
+  };
+  StepFusions off = step_fusions_for(cfg.hidden_size);
+  off.direct_single_split = false;
+  LlamaModel ref(cfg, w, kMaxChunk);
+  ref.set_cuda_graphs(false);
+  ref.set_step_fusions(off);
+  const std::vector<Tensor> want = sequence(ref);
+  for (bool graphs : {false, true}) {
+    StepFusions on = off;
+    on.direct_single_split = true;
+    LlamaModel m(cfg, w, kMaxChunk);
+    m.set_cuda_graphs(graphs);
+    m.set_step_fusions(on);
+    const int64_t direct_before = ops::attention_direct_launches();
+    const std::vector<Tensor> got = sequence(m);
+    const std::string what = name + " direct_single_split graphs=" + std::to_string(graphs);
+    EXPECT_GT(ops::attention_direct_launches(), direct_before) << what << ": no call wrote its rows from its one split";
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape, want[i].shape) << what << " output " << i;
+      EXPECT_EQ(std::memcmp(got[i].data, want[i].data, got[i].bytes()), 0)
+          << what << ": output " << i << " differs from the combine's";
+    }
+  }
+}
+
 }  // namespace
+
+TEST(ModelStepFusions, DirectSingleSplitBitIdentical) {
+  REQUIRE_DEVICE();
+  for (const char* name : {"synthetic:smollm2-135m", "synthetic:llama-68m", "synthetic:llama3.1-8b"}) {
+    const ModelConfig cfg = synthetic_config(name);
+    const DType dt = std::string(name) == "synthetic:llama-68m" ? DType::F16 : DType::BF16;
+    check_direct(cfg, synthetic_weights(cfg, Device::CUDA, dt, 7), name);
+  }
+}
 
 TEST(ModelStepFusions, EveryCombinationBitIdenticalSyntheticSmolLM2Bf16) {
   REQUIRE_DEVICE();

@@ -370,6 +370,7 @@ void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor&
     // 7-token verification and in its own decode step (batch invariance).
     p.split_slots = ap.split_slots > 0 ? ap.split_slots : attention_split_slots();
     p.scale = ap.scale, p.dtype = q.dtype, p.combine_in_split = ap.combine_in_split;
+    p.direct_single_split = ap.direct_single_split;
     const size_t need = cuda::attention_decode_workspace_bytes(p);
     if (ap.workspace) {
       TF_CHECK(n <= per && ap.workspace_bytes >= need,
@@ -504,11 +505,13 @@ StepLaunchOverlap::StepLaunchOverlap(bool on) { cuda::pdl_begin(on); }
 StepLaunchOverlap::~StepLaunchOverlap() { cuda::pdl_end(); }
 void step_launch_break() { cuda::pdl_break(); }
 int64_t step_overlapped_launches() { return cuda::pdl_launches(); }
+int64_t attention_direct_launches() { return cuda::attention_decode_direct_launches(); }
 #else
 StepLaunchOverlap::StepLaunchOverlap(bool) {}
 StepLaunchOverlap::~StepLaunchOverlap() {}
 void step_launch_break() {}
 int64_t step_overlapped_launches() { return 0; }
+int64_t attention_direct_launches() { return 0; }
 #endif
 
 }  // namespace tf::ops
