@@ -9,15 +9,16 @@
 set -uo pipefail
 build=$1 out=$2
 reps=${REPS:-3}
+splits=${SPLITS:-512 256 128 64}
 mkdir -p "$out"
-for s in ${SPLITS:-512 256 128 64}; do
+for s in $splits; do
   TRIFORCE_PERSISTENT_STEP=1 TRIFORCE_ATTN_SPLIT_SLOTS=$s timeout 120 "$build/tests/bench_model_gpu" \
     --benchmark_filter='BM_Phases135M/|BM_Step135M/[0-9]+/[01]/25/' --benchmark_counters_tabular=true \
     --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
     --benchmark_out="$out/split$s.json" >"$out/split$s.log" 2>&1 ||
     echo "persistent_split_ab: split $s failed (see $out/split$s.log)"
 done
-python3 - "$out" ${SPLITS:-512 256 128 64} <<'PY'
+python3 - "$out" $splits <<'PY'
 import json, os, sys
 out, splits = sys.argv[1], sys.argv[2:]
 for s in splits:
