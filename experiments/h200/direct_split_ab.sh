@@ -53,7 +53,7 @@ for d in ("1", "0"):
     for r in rows[1:]:  # the first row after the header holds the units
         name = re.sub(r"\(.*", "", r.get("Kernel Name", "?")).replace("void ", "").split("<")[0].split("::")[-1]
         try:
-            t = float(r["gpu__time_duration.sum"])
+            t = float(r["gpu__time_duration.sum"].replace(",", ""))  # ncu prints thousands separators
         except (KeyError, ValueError):
             continue
         agg[name][0] += 1
