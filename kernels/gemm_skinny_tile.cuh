@@ -74,6 +74,36 @@ template <class T> struct XSiluMulHalves {
   }
 };
 
+// Where a tile's W rows come from. WStream: the weight matrix in global memory
+// (row r at w + r * in), streamed past L1. WStaged: the block's own copy of the
+// tile in shared memory (row r at w + (r - row0) * row_ld; the persistent step
+// stages a phase's tiles while the grid still runs the phase before,
+// persistent_step.cu). Same values in the same fragments, so the same bits.
+struct WStream {
+  template <class T> __device__ __forceinline__ const T* row(const T* w, int64_t in, int64_t r) const {
+    return w + r * in;
+  }
+  __device__ __forceinline__ static uint4 ld(const void* p) { return ld_stream(p); }
+};
+struct WStaged {
+  int64_t row0, row_ld;
+  template <class T> __device__ __forceinline__ const T* row(const T* w, int64_t, int64_t r) const {
+    return w + (r - row0) * row_ld;
+  }
+  __device__ __forceinline__ static uint4 ld(const void* p) { return XShared::ld(p); }
+};
+// Either, chosen per tile at run time (one instantiation of the tile where a
+// loop mixes staged and streamed tiles: two would add to the register spills
+// of a kernel that inlines many tiles).
+struct WStagedOrStream {
+  bool staged;
+  int64_t row0, row_ld;
+  template <class T> __device__ __forceinline__ const T* row(const T* w, int64_t in, int64_t r) const {
+    return staged ? w + (r - row0) * row_ld : w + r * in;
+  }
+  __device__ __forceinline__ uint4 ld(const void* p) const { return staged ? XShared::ld(p) : ld_stream(p); }
+};
+
 // Floats of shared scratch one tile needs for the warps' partial sums.
 template <int KW, int NT> struct MmaPart {
   static constexpr int kFloats = (KW > 1 ? KW - 1 : 1) * NT * 4 * 32;
@@ -114,14 +144,16 @@ template <class Y> struct StoreRows {
 // feed the first m16n8k16 (k slots 2t, 2t+1, 2t+8, 2t+9 of A and B alike),
 // 4..7 the second: a fixed permutation of the columns inside each 32-column
 // step, the same for every n, so no fragment shuffling is needed.
-template <class T, int KW, int U, int NT, class XL, class RowMap, class Epilogue>
+// wl: where W's rows are (WStream: w is the global matrix; WStaged: w is the
+// tile's shared-memory copy).
+template <class T, int KW, int U, int NT, class XL, class RowMap, class Epilogue, class WL = WStream>
 __device__ __forceinline__ void mma_tile_mapped(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
                                                 int n, int64_t in, int64_t tile, float* part, const XL& xl,
-                                                const RowMap& rows, const Epilogue& epi) {
+                                                const RowMap& rows, const Epilogue& epi, const WL& wl = WL{}) {
   constexpr int kKb = U * 32;  // columns of one warp's k-block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const T* wa = w + rows.a(tile, g) * in;
-  const T* wb = w + rows.b(tile, g) * in;
+  const T* wa = wl.row(w, in, rows.a(tile, g));
+  const T* wb = wl.row(w, in, rows.b(tile, g));
   // x rows past n re-read row n-1 (branch-free loads); their columns are never stored.
   const T* xr[NT];
 #pragma unroll
@@ -142,8 +174,8 @@ __device__ __forceinline__ void mma_tile_mapped(const T* __restrict__ x, int64_t
 #pragma unroll
     for (int s = 0; s < U; ++s) {
       const int64_t c = c0 + s * 32;
-      a[s] = !kTail || c < in ? ld_stream(wa + c) : zero;
-      b[s] = !kTail || c < in ? ld_stream(wb + c) : zero;
+      a[s] = !kTail || c < in ? wl.ld(wa + c) : zero;
+      b[s] = !kTail || c < in ? wl.ld(wb + c) : zero;
     }
     __syncwarp();  // a scheduling fence: ptxas otherwise sinks the loads back next to their mmas
 #pragma unroll
@@ -190,11 +222,11 @@ __device__ __forceinline__ void mma_tile_mapped(const T* __restrict__ x, int64_t
 
 // The plain GEMM's tile: output rows [16 tile, 16 tile + 16) of y = x . W^T
 // (row stride y_ld) for x rows 0..n-1.
-template <class T, class Y, int KW, int U, int NT, class XL>
+template <class T, class Y, int KW, int U, int NT, class XL, class WL = WStream>
 __device__ __forceinline__ void mma_tile(const T* __restrict__ x, int64_t x_ld, const T* __restrict__ w,
                                          Y* __restrict__ y, int64_t y_ld, int n, int64_t in, int64_t out,
-                                         int64_t tile, float* part, const XL& xl = XL{}) {
-  mma_tile_mapped<T, KW, U, NT>(x, x_ld, w, n, in, tile, part, xl, TileRows{out}, StoreRows<Y>{y, y_ld, out});
+                                         int64_t tile, float* part, const XL& xl = XL{}, const WL& wl = WL{}) {
+  mma_tile_mapped<T, KW, U, NT>(x, x_ld, w, n, in, tile, part, xl, TileRows{out}, StoreRows<Y>{y, y_ld, out}, wl);
 }
 
 }  // namespace tf::cuda::skinny

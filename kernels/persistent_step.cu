@@ -87,12 +87,36 @@ __device__ void grid_barrier(unsigned* bar, int kind, unsigned& opens_at) {
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+__device__ __forceinline__ int64_t gemv_tiles_of(int64_t out) { return (out + 15) / 16; }
+
+// ---- weight staging ----
+// A GEMV phase's weights do not depend on anything the step computes, so a
+// block copies the W rows of its tiles for the next GEMV phase into shared
+// memory (cp.async) when the current GEMV phase begins: they travel while the
+// grid runs this phase, the attention and the barriers, and the next phase's
+// tiles start without a global load of W. Two buffers alternate (GEMV phases
+// q/k/v, o, gate/up, down take 0, 1, 0, 1; the lm_head 0); a block stages the
+// first tiles of its loop that fit a buffer, and loads the rest as before.
+// A staged row is padded to stage_ld elements: 64 bytes past a multiple of 128,
+// so the 8 rows a quarter-warp reads fall in distinct banks.
+__device__ __forceinline__ int64_t stage_ld(int64_t in) { return (in + 63) / 64 * 64 + 32; }
+
+template <class T>
+__device__ __forceinline__ int64_t staged_tiles(int64_t in, int64_t out, int stage_bytes) {
+  const int64_t ntiles = gemv_tiles_of(out);
+  const int64_t mine = ntiles > blockIdx.x ? (ntiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  return min(mine, int64_t(stage_bytes) / (16 * stage_ld(in) * int64_t(sizeof(T))));
+}
+
+
 // Weights do not depend on activations: before waiting at a barrier, a block
 // asks L2 for the weight rows of the tiles it will take in a coming GEMV phase.
+// Tiles this block stages (staged_tiles) are skipped.
 template <class T>
-__device__ __forceinline__ void prefetch_tiles(const T* w, int64_t in, int64_t out) {
+__device__ __forceinline__ void prefetch_tiles(const T* w, int64_t in, int64_t out, int stage_bytes) {
   const int64_t ntiles = (out + 15) / 16;
-  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  for (int64_t tile = blockIdx.x + staged_tiles<T>(in, out, stage_bytes) * gridDim.x; tile < ntiles;
+       tile += gridDim.x) {
     const int64_t r0 = tile * 16, rows = min(int64_t(16), out - r0);
     const char* base = reinterpret_cast<const char*>(w + r0 * in);
     const int64_t lines = (rows * in * int64_t(sizeof(T)) + 127) / 128;
@@ -100,16 +124,41 @@ __device__ __forceinline__ void prefetch_tiles(const T* w, int64_t in, int64_t o
   }
 }
 
-__device__ __forceinline__ int64_t gemv_tiles_of(int64_t out) { return (out + 15) / 16; }
+// One commit group (empty when nothing fits), on all threads of the block.
+template <class T>
+__device__ __forceinline__ void stage_tiles(const T* w, int64_t in, int64_t out, T* buf, int stage_bytes) {
+  const int64_t k = staged_tiles<T>(in, out, stage_bytes), ld = stage_ld(in), chunks = in / 8;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t r0 = (blockIdx.x + j * gridDim.x) * 16, rows = min(int64_t(16), out - r0);
+    T* dst = buf + j * 16 * ld;
+    for (int64_t i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+      const int64_t r = i / chunks, c = i % chunks * 8;
+      mma::cp_async16(dst + r * ld + c, w + (r0 + r) * in + c, true);
+    }
+  }
+  mma::cp_async_commit();
+}
+
+// The staged copies (every thread's) have landed and every thread sees them.
+__device__ __forceinline__ void stage_arrived() {
+  mma::cp_async_wait<0>();
+  __syncthreads();
+}
 
 // The skinny GEMM's tiles of y = x . W^T, each block taking tiles blockIdx.x,
-// blockIdx.x + gridDim.x, ... (the standalone grid's tile indices).
+// blockIdx.x + gridDim.x, ... (the standalone grid's tile indices); the first
+// staged_tiles(...) of them from the stage buffer `staged` (nullptr: none).
 template <class T, class Y, class XL>
 __device__ __forceinline__ void gemv_tiles(const T* x, int64_t x_ld, const T* w, Y* y, int64_t y_ld, int n,
-                                           int64_t in, int64_t out, float* part) {
+                                           int64_t in, int64_t out, float* part, const T* staged = nullptr,
+                                           int stage_bytes = 0) {
   const int64_t ntiles = (out + 15) / 16;
-  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-    skinny::mma_tile<T, Y, kKW, kU, 1, XL>(x, x_ld, w, y, y_ld, n, in, out, tile, part);
+  const int64_t k = staged ? staged_tiles<T>(in, out, stage_bytes) : 0, ld = stage_ld(in);
+  int64_t j = 0;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x, ++j) {
+    const bool st = j < k;
+    skinny::mma_tile<T, Y, kKW, kU, 1, XL>(x, x_ld, st ? staged + j * 16 * ld : w, y, y_ld, n, in, out, tile, part,
+                                           XL{}, skinny::WStagedOrStream{st, tile * 16, ld});
     __syncthreads();  // the next tile reuses `part`
   }
 }
@@ -210,15 +259,20 @@ __device__ __forceinline__ void write_split_kv(const RopeQkvParams& p, int n, in
 // Phase codes of the profile stamps (persistent_step_profile).
 enum Phase : unsigned { kStart = 0, kQkv, kRope, kAttn, kComb, kO, kGu, kDown, kLmHead, kPhases };
 
+// stage_off, stage_bytes: where the two weight-stage buffers start in the
+// dynamic shared memory and the bytes of each (0: no staging).
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __grid_constant__ PersistentStepParams p,
-                                                                       int norm_threads, float scale_log2) {
+                                                                       int norm_threads, float scale_log2,
+                                                                       int stage_off, int stage_bytes) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ float gemv_part[skinny::MmaPart<kKW, 1>::kFloats];
   __shared__ float comb_sm[attn::combine_smem_floats(1, D)];
   __shared__ int last_task;
   __shared__ float norm_red[kPersistentMaxTokens * 8], norm_scale[kPersistentMaxTokens];
   T* xs = reinterpret_cast<T*>(smem);  // prologue rows (normalized x, or SiLU(gate) * up)
+  T* const stage[2] = {reinterpret_cast<T*>(smem + stage_off),
+                       reinterpret_cast<T*>(smem + stage_off + stage_bytes)};
   const int tid = threadIdx.x;
   const int n = p.n;
   const int64_t hidden = p.hidden, I = p.inter, H = p.heads, KH = p.kv_heads, G = H / KH;
@@ -247,6 +301,36 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   sa.head_stride = p.capacity * D, sa.token_stride = D;
   sa.chunk = chunk;
   sa.scale_log2 = scale_log2;
+  // One split: it writes att itself, no partials, no combine (the same bits;
+  // attention_decode_tile.cuh, SplitArgs::out). `len` is the same in every block.
+  const bool direct = p.direct_single_split && splits == 1;
+  sa.out = direct ? p.att : nullptr;
+  const int tasks = groups * splits * int(KH);
+
+  // Ask L2 for layer l's cached K/V rows that this block's attention tasks will
+  // read (they do not change within the step; the weights streamed since the
+  // last step have evicted them): the phase's first tile then starts from L2.
+  auto prefetch_kv = [&](int l) {
+    if (!p.kv_prefetch) return;
+    for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
+      if (task % groups != 0) continue;  // the other row groups of a split read the same rows
+      const int split = (task / groups) % splits, kvh = task / (groups * splits);
+      const int lo = split * chunk, hi = min(len, lo + chunk);
+      if (hi <= lo) continue;
+      const int64_t off = l * p.kv_layer_stride + kvh * p.capacity * D + int64_t(lo) * D;
+      const int64_t lines = (int64_t(hi - lo) * D * int64_t(sizeof(T)) + 127) / 128;
+      const char* kb = reinterpret_cast<const char*>(static_cast<const T*>(p.rope.k_out) + off);
+      const char* vb = reinterpret_cast<const char*>(static_cast<const T*>(p.rope.v_out) + off);
+      for (int64_t i = tid; i < lines; i += kThreads) prefetch_l2(kb + i * 128), prefetch_l2(vb + i * 128);
+    }
+  };
+  // The next GEMV phase's weights into stage buffer b (weight staging, above).
+  auto stage_next = [&](const void* w, int64_t in, int64_t out, int b) {
+    if (stage_bytes) stage_tiles<T>(static_cast<const T*>(w), in, out, stage[b], stage_bytes);
+  };
+  auto stage_wait = [&] {
+    if (stage_bytes) stage_arrived();
+  };
 
   // The normalized rows [r0, r0 + m) of this layer's input into xs: the sum of
   // the residual x[cur] and proj (the closing add of the step's last phase),
@@ -290,16 +374,22 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
 
   unsigned opens_at = 0;  // grid_barrier's count for the next opening (thread 0's)
   int cur = 0;            // the residual stream's current buffer
+  const int rows_out = n - p.out_from;
+  const bool head_inside = rows_out > 0 && !p.xn_out;
+  stage_next(p.layers[0].wqkv, hidden, qkv_out, 0);
   for (int l = 0; l < p.num_layers; ++l) {
     const PersistentLayer W = p.layers[l];
     // qkv: (previous layer's closing add +) input norm, stacked q/k/v tiles
+    stage_wait();
+    stage_next(W.wo, H * D, hidden, 1);
+    prefetch_kv(l);
     if (blockIdx.x < gemv_tiles_of(qkv_out)) {
       norm_rows(0, n, static_cast<const T*>(W.attn_norm), cur, l == 0, true, blockIdx.x == 0);
       gemv_tiles<T, T, skinny::XShared>(xs, xs_ld, static_cast<const T*>(W.wqkv), qkv, qkv_out, n, hidden, qkv_out,
-                                        gemv_part);
+                                        gemv_part, stage[0], stage_bytes);
     }
     if (l > 0) cur ^= 1;
-    prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden);
+    prefetch_tiles(static_cast<const T*>(W.wo), H * D, hidden, stage_bytes);
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kQkv);
 
@@ -329,7 +419,6 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     // reports such pairs once some warps ran a named barrier the others did not, and none when every warp ran
     // as many; docs/RELIABILITY.md).
     if (tid < attn::kThreads) {
-      const int tasks = groups * splits * int(KH);
       const QRope qrope{p.qkv, qkv_out, p.rope.cos, p.rope.sin, p.rope.rows, p.rope.table_rows};
       for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
         const int group = task % groups, split = (task / groups) % splits, kvh = task / (groups * splits);
@@ -345,6 +434,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
         if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
         else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
         attn::split_sync(kAttnBarrier);  // every partial of this task is written
+        if (direct) continue;            // the split wrote its rows of att
         if (tid == 0) {
           __threadfence();
           const unsigned arrived = atomicAdd(p.counters + kvh, 1u) + 1;
@@ -366,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kAttn);
 
-    if (!p.fused_attention) {
+    if (!p.fused_attention && !direct) {
       // combine, a row per block
       for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         attn::attention_combine_rows<T, LoadCoherent>(
@@ -379,24 +469,31 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
     }
 
     // o-proj
+    stage_wait();
+    stage_next(W.w_gate_up, hidden, 2 * I, 0);
     gemv_tiles<T, T, skinny::XCoherent>(att, H * D, static_cast<const T*>(W.wo), proj, hidden, n, H * D, hidden,
-                                        gemv_part);
-    prefetch_tiles(static_cast<const T*>(W.w_gate_up), hidden, 2 * I);
+                                        gemv_part, stage[1], stage_bytes);
+    prefetch_tiles(static_cast<const T*>(W.w_gate_up), hidden, 2 * I, stage_bytes);
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kO);
 
     // gate/up: residual add + MLP norm (of the fp32 sum, as add_rmsnorm) in the prologue
+    stage_wait();
+    stage_next(W.w_down, I, hidden, 1);
     if (blockIdx.x < gemv_tiles_of(2 * I)) {
       norm_rows(0, n, static_cast<const T*>(W.mlp_norm), cur, false, false, blockIdx.x == 0);
       gemv_tiles<T, T, skinny::XShared>(xs, xs_ld, static_cast<const T*>(W.w_gate_up), gu, 2 * I, n, hidden, 2 * I,
-                                        gemv_part);
+                                        gemv_part, stage[0], stage_bytes);
     }
     cur ^= 1;
-    prefetch_tiles(static_cast<const T*>(W.w_down), I, hidden);
+    prefetch_tiles(static_cast<const T*>(W.w_down), I, hidden, stage_bytes);
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kGu);
 
     // down: SiLU(gate) * up of the n rows in the prologue
+    stage_wait();
+    if (l + 1 < p.num_layers) stage_next(p.layers[l + 1].wqkv, hidden, qkv_out, 0);
+    else if (head_inside) stage_next(p.lm_head, hidden, p.vocab_rows, 0);
     if (blockIdx.x < gemv_tiles_of(hidden)) {
       // 8 elements a step, 16-byte loads; each element as silu_mul's kernel computes it
 #pragma unroll 4
@@ -413,15 +510,16 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
       }
       __syncthreads();
       gemv_tiles<T, T, skinny::XShared>(xs, act_ld, static_cast<const T*>(W.w_down), proj, hidden, n, I, hidden,
-                                        gemv_part);
+                                        gemv_part, stage[1], stage_bytes);
     }
-    if (l + 1 < p.num_layers) prefetch_tiles(static_cast<const T*>(p.layers[l + 1].wqkv), hidden, qkv_out);
+    if (l + 1 < p.num_layers)
+      prefetch_tiles(static_cast<const T*>(p.layers[l + 1].wqkv), hidden, qkv_out, stage_bytes);
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
     stamp(kDown);
   }
 
   // the last closing add + final norm for the logit rows, then the lm_head
-  const int rows_out = n - p.out_from;
+  stage_wait();
   if (rows_out > 0 && p.xn_out) {  // the lm_head is the caller's (a standalone skinny GEMM)
     if (blockIdx.x == 0)
       norm_rows(p.out_from, rows_out, static_cast<const T*>(p.final_norm), cur, false, true, false,
@@ -429,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
   } else if (rows_out > 0 && blockIdx.x < gemv_tiles_of(p.vocab_rows)) {
     norm_rows(p.out_from, rows_out, static_cast<const T*>(p.final_norm), cur, false, true, false);
     gemv_tiles<T, float, skinny::XShared>(xs, xs_ld, static_cast<const T*>(p.lm_head), p.logits, p.vocab_rows,
-                                          rows_out, hidden, p.vocab_rows, gemv_part);
+                                          rows_out, hidden, p.vocab_rows, gemv_part, stage[0], stage_bytes);
   }
   stamp(kLmHead);  // block 0's end: the others may still be in their lm_head tiles
 }
@@ -473,6 +571,19 @@ bool& lm_head_flag() {
   return on;
 }
 
+bool kv_prefetch_flag() {
+  static const bool on = switch_from_env("TRIFORCE_PERSISTENT_KV_PREFETCH", true);
+  return on;
+}
+
+bool& stage_weights_flag() {
+  static bool on = switch_from_env("TRIFORCE_PERSISTENT_STAGE_WEIGHTS", true);
+  return on;
+}
+// Bytes of one weight-stage buffer at most: a 16-row tile of a 1536-wide
+// matrix (SmolLM2's down projection) or two of a 576-wide one, with room left.
+constexpr size_t kStageBufferMax = 64 * 1024;
+
 int g_last_grid = 0;
 
 int sm_count() {
@@ -501,7 +612,21 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
   const int64_t G = p.heads / p.kv_heads, R = p.n * G;
   const size_t attn_bytes = R > 16 ? attn::split_smem_bytes<D, 2>() : attn::split_smem_bytes<D, 1>();
   const size_t rows_bytes = sizeof(T) * size_t(p.n) * size_t(std::max(p.hidden, p.inter) + 8);
-  const size_t smem = std::max(attn_bytes, rows_bytes);
+  const size_t base = (std::max(attn_bytes, rows_bytes) + 127) / 128 * 128;
+  // The two weight-stage buffers after it, as large as the SM leaves room for (up to kStageBufferMax).
+  size_t stage_bytes = 0;
+  if (stage_weights_flag()) {
+    static const size_t room = [&] {
+      int dev = 0, optin = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+      cudaFuncAttributes fa = {};
+      CUDA_CHECK(cudaFuncGetAttributes(&fa, kern));
+      return size_t(optin) > fa.sharedSizeBytes ? size_t(optin) - fa.sharedSizeBytes : size_t(0);
+    }();
+    if (room > base) stage_bytes = std::min(kStageBufferMax, (room - base) / 2 / 128 * 128);
+  }
+  const size_t smem = base + 2 * stage_bytes;
   // Per device: the largest dynamic shared memory allowed so far, and the
   // co-resident grid for each size asked (the occupancy API, asked once).
   static std::mutex mu;
@@ -542,6 +667,7 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
   cfg.numAttrs = 1;
   PersistentStepParams q = p;
   q.barrier_kind = barrier_kind_from_env();
+  q.kv_prefetch = kv_prefetch_flag();
   // Both barriers start from zero arrivals; the counter's is left at the launch's total.
   CUDA_CHECK(cudaMemsetAsync(q.barrier, 0, sizeof(unsigned), stream));
   ProfileState& prof = profile_state();
@@ -555,7 +681,7 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
     CUDA_CHECK(cudaMemsetAsync(prof.stamps, 0, sizeof(unsigned long long) * 2 * size_t(prof.cap), stream));
     q.stamps = prof.stamps, q.stamps_cap = prof.cap;
   }
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, q, norm_threads, scale_log2));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kern, q, norm_threads, scale_log2, int(base), int(stage_bytes)));
   g_last_grid = grid;
 }
 
@@ -587,6 +713,8 @@ bool persistent_step_fused_attention() { return fused_attention_flag(); }
 void set_persistent_step_fused_attention(bool on) { fused_attention_flag() = on; }
 bool persistent_step_lm_head() { return lm_head_flag(); }
 void set_persistent_step_lm_head(bool on) { lm_head_flag() = on; }
+bool persistent_step_stage_weights() { return stage_weights_flag(); }
+void set_persistent_step_stage_weights(bool on) { stage_weights_flag() = on; }
 
 void set_persistent_step_profiling(bool on) { profile_state().on = on; }
 

@@ -96,6 +96,10 @@ struct PersistentStepParams {
   unsigned* barrier = nullptr;      // 2 words (the launcher zeroes the arrival count before each launch)
   unsigned* counters = nullptr;     // kv_heads words, the same (fused attention's arrivals)
   bool fused_attention = true;
+  // One attention split (a cache of at most split_slots): the split writes att
+  // itself, with no partials and no combine (StepFusions::direct_single_split).
+  bool direct_single_split = true;
+  bool kv_prefetch = true;          // set by the launcher from TRIFORCE_PERSISTENT_KV_PREFETCH
   int barrier_kind = 0;             // set by the launcher from TRIFORCE_PERSISTENT_BARRIER
   unsigned long long* stamps = nullptr;  // profile: (clock, phase) pairs of block 0, or nullptr
   int stamps_cap = 0;
@@ -120,6 +124,11 @@ void set_persistent_step_fused_attention(bool on);
 // more loads in flight for the largest matrix, for one more launch).
 bool persistent_step_lm_head();
 void set_persistent_step_lm_head(bool on);
+// Whether each block copies its tiles' weights for the next GEMV phase into
+// shared memory while the grid runs the current one (TRIFORCE_PERSISTENT_STAGE_WEIGHTS,
+// 0 or 1, default 1), instead of loading them from L2 after the barrier.
+bool persistent_step_stage_weights();
+void set_persistent_step_stage_weights(bool on);
 
 // Benchmarks only. With profiling on, every launch stamps block 0's clock after
 // each phase; persistent_step_profile() waits for the device and returns the

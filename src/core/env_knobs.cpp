@@ -48,6 +48,8 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_TP_VERBOSE", "0 or 1", switch01, "parallel/launch.cpp"},
     {"TRIFORCE_PERSISTENT_LM_HEAD", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_PERSISTENT_FUSED_ATTN", "0 or 1", switch01, "kernels/persistent_step.cu"},
+    {"TRIFORCE_PERSISTENT_STAGE_WEIGHTS", "0 or 1", switch01, "kernels/persistent_step.cu"},
+    {"TRIFORCE_PERSISTENT_KV_PREFETCH", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_CUDNN_DYNAMIC_SHAPES", "0 or 1", switch01, "kernels/attention_prefill_cudnn.cpp"},
     {"TRIFORCE_ATTN_SPLIT_SLOTS", "auto or a multiple of 64 (>= 64)",
      [](const std::string& v) { return v == "auto" || (int_in(v, 64, int64_t(1) << 30) && std::atoll(v.c_str()) % 64 == 0); },

@@ -130,6 +130,7 @@ void LlamaModel::run_persistent(int64_t n, FullKVCache& cache, int64_t out_from,
   p.barrier = reinterpret_cast<unsigned*>(pstep_barrier_.data);
   p.counters = p.barrier + 2;
   p.fused_attention = cuda::persistent_step_fused_attention();
+  p.direct_single_split = fusions_.direct_single_split;
   p.dtype = dtype_;
   cuda::persistent_step(p, cuda::compute_stream());
   ++persistent_steps_;

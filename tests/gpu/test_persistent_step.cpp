@@ -12,7 +12,9 @@
 //
 // Both forms of the kernel's attention: fused (rope and combine inside the
 // attention phase, the default) and unfused (a phase each); and the lm_head
-// in the kernel (the default) or after it (TRIFORCE_PERSISTENT_LM_HEAD=0).
+// in the kernel (the default) or after it (TRIFORCE_PERSISTENT_LM_HEAD=0);
+// the weights staged in shared memory (the default) or not; a cache within one
+// attention split (the split writes att, direct_single_split) or several.
 // Also: greedy speculation with the switch on (the default in this binary)
 // gives ar's tokens, and ar's tokens are those of the per-op path.
 #include <gtest/gtest.h>
@@ -223,6 +225,22 @@ TEST(PersistentStep, BitIdenticalThreeLayersHeadDim128Gqa3) {
 TEST(PersistentStep, BitIdenticalWidestSupportedHidden) {
   REQUIRE_DEVICE();
   check_both_dtypes(small_config(2048, 5632, 2, 16, 4, 128, 4000), "h2048 i5632 L2 16/4 d128", {17, 4099});
+}
+
+// The weight staging (TRIFORCE_PERSISTENT_STAGE_WEIGHTS, on in every test
+// above) off: every tile loads its weights from global memory again. Both
+// lengths so the one-split (direct) and the several-split attention run.
+TEST(PersistentStep, BitIdenticalWeightsNotStaged) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  ASSERT_TRUE(cuda::persistent_step_stage_weights());
+  cuda::set_persistent_step_stage_weights(false);
+#endif
+  const ModelConfig c = synthetic_config("synthetic:smollm2-135m");
+  check(c, synthetic_weights(c, Device::CUDA, DType::BF16, 11), "synthetic smollm2-135m bf16 unstaged", {17, 4099});
+#ifdef TRIFORCE_HAVE_CUDA
+  cuda::set_persistent_step_stage_weights(true);
+#endif
 }
 
 TEST(PersistentStep, RefusedShapesSayWhy) {
