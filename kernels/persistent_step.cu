@@ -577,7 +577,7 @@ bool kv_prefetch_flag() {
 }
 
 bool& stage_weights_flag() {
-  static bool on = switch_from_env("TRIFORCE_PERSISTENT_STAGE_WEIGHTS", true);
+  static bool on = switch_from_env("TRIFORCE_PERSISTENT_STAGE_WEIGHTS", false);
   return on;
 }
 // Bytes of one weight-stage buffer at most: a 16-row tile of a 1536-wide

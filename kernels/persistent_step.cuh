@@ -126,7 +126,8 @@ bool persistent_step_lm_head();
 void set_persistent_step_lm_head(bool on);
 // Whether each block copies its tiles' weights for the next GEMV phase into
 // shared memory while the grid runs the current one (TRIFORCE_PERSISTENT_STAGE_WEIGHTS,
-// 0 or 1, default 1), instead of loading them from L2 after the barrier.
+// 0 or 1, default 0: measured slower, results/h100/session-2026-12-07b), instead
+// of loading them from L2 after the barrier.
 bool persistent_step_stage_weights();
 void set_persistent_step_stage_weights(bool on);
 

@@ -12,7 +12,7 @@
 set -uo pipefail
 build=$1 out=$2
 reps=${REPS:-3}
-configs=${CONFIGS:-none:0:0:0 direct:1:0:0 direct+kvpf:1:1:0 stage:0:0:1 all:1:1:1}
+configs=${CONFIGS:-none:0:0:0 direct:1:0:0 direct_kvpf:1:1:0 stage:0:0:1 all:1:1:1}
 mkdir -p "$out"
 first=1
 for c in $configs; do
