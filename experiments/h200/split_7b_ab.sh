@@ -67,6 +67,6 @@ for r in rows:
 total = sum(v[1] for v in agg.values())
 print(f"split_7b_ab ncu: {sum(v[0] for v in agg.values())} launches, {total:.1f} us")
 for k, (n, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-    print(f"split_7b_ab ncu   {k:36s} {n:4d} x {t / n:7.2f} = {t:8.1f} us  {b / 1e9:7.3f} GB  {b / (t * 1e3) if t else 0:5.2f} TB/s")
+    print(f"split_7b_ab ncu   {k:36s} {n:4d} x {t / n:7.2f} = {t:8.1f} us  {b / 1e9:7.3f} GB  {b / (t * 1e6) if t else 0:5.2f} TB/s")
 PY
 fi
