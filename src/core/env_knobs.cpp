@@ -89,6 +89,7 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_BENCH_STEPS", "a positive integer", [](const std::string& v) { return int_in(v, 1, 1 << 30); },
      "tests/bench/bench_model_gpu.cpp"},
     {"TRIFORCE_BENCH_LOGITS", "a folder", any, "tests/bench/bench_sampling_host.cpp"},
+    {"TRIFORCE_KERNEL_TRACE", "a folder", any, "tests/bench/kernel_trace.cpp"},
     {"TRIFORCE_CUDA_LINEINFO", "0 or 1", switch01, "experiments/h200/build.sh"},
     {"TRIFORCE_PEER_PYTHON", "a python interpreter", any, "experiments/peers/"},
     {"TRIFORCE_TORCH_PYTHON", "a python interpreter", any, "experiments/"},

@@ -60,6 +60,8 @@
 // prints the microseconds of each kernel of one eager 7B retrieval step; with
 // TRIFORCE_PERSISTENT_STEP=1 and filter 'BM_Step135M/256/0' the one launch of
 // the persistent step (persistent_step_kernel) is the whole step.
+// TRIFORCE_KERNEL_TRACE=DIR instead records the timed iterations' kernels with CUPTI, without
+// serialising them (graph replays, PDL overlap): DIR/<shape>.csv per benchmark (kernel_trace.h).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -67,10 +69,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "core/device.h"
 #include "model/llama.h"
 #include "model/weights_device.h"
+#include "kernel_trace.h"
 #include "ops/ops.h"
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -89,16 +93,24 @@ namespace {
 constexpr double kPeakBytesPerS = 4.22e12;
 constexpr double kPeakFlopsPerS = 989e12;
 
-// The profiled region: the timed iterations only (ncu --profile-from-start off).
+// The profiled region: the timed iterations only (ncu --profile-from-start off,
+// and TRIFORCE_KERNEL_TRACE's table, kernel_trace.h).
 void profile_begin() {
 #ifdef TRIFORCE_HAVE_CUDA
+  bench::kernel_trace_begin();
   cudaProfilerStart();
 #endif
 }
-void profile_end() {
+// label: the benchmark's shape, naming the trace's file (State's own name
+// accessor differs between Google Benchmark versions).
+void profile_end(const benchmark::State& state, const std::string& label) {
 #ifdef TRIFORCE_HAVE_CUDA
   device_synchronize();
   cudaProfilerStop();
+  bench::kernel_trace_end(label, long(state.iterations()));
+#else
+  (void)state;
+  (void)label;
 #endif
 }
 
@@ -224,7 +236,9 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
     times.push_back(dt);
     cache.truncate(ctx - n_tokens);
   }
-  profile_end();
+  profile_end(state, name + "_ctx" + std::to_string(ctx) + "_n" + std::to_string(n_tokens) +
+                         (graphs ? "_graphs" : "_eager") + "_mask" +
+                         std::to_string(mask_at >= 0 ? state.range(mask_at) : -1));
   std::sort(times.begin(), times.end());
   const double floor_s = (weight_bytes(l.cfg) + kv_bytes(l.cfg, ctx)) / kPeakBytesPerS;
   const double median_s = times.empty() ? 0.0 : times[times.size() / 2];
@@ -294,7 +308,9 @@ void prefill(benchmark::State& state, const std::string& name) {
     state.SetIterationTime(dt);
     total += dt;
   }
-  profile_end();
+  profile_end(state, name + "_prefill" + std::to_string(n) + "_chunk" + std::to_string(chunk) + "_attn" +
+                         std::to_string(state.range(1)) + "_gemm" + std::to_string(state.range(3)) + "_stacked" +
+                         std::to_string(state.range(4)));
   const double mean_s = total / double(state.iterations());
   // matmul FLOPs: 2 per weight per token, plus causal attention QK^T and PV
   // (2 * 2 * n^2 / 2 * heads * head_dim per layer).
