@@ -86,14 +86,6 @@ bool ok(CUptiResult r, const char* what) {
 
 }  // namespace
 
-bool kernel_trace_enabled() {
-#ifdef TRIFORCE_HAVE_CUPTI
-  return trace_dir() != nullptr;
-#else
-  return false;
-#endif
-}
-
 void kernel_trace_begin() {
 #ifdef TRIFORCE_HAVE_CUPTI
   if (!trace_dir()) return;
@@ -152,15 +144,18 @@ void kernel_trace_end(const std::string& label, long iterations) {
   std::string file = label;
   for (char& c : file)
     if (c == '/' || c == ':' || c == ' ') c = '_';
-  const std::string path = std::string(trace_dir()) + "/" + file + ".csv";
-  std::ofstream out(path);
+  // Written beside its final name and renamed when complete: never a half-written table.
+  const std::string path = std::string(trace_dir()) + "/" + file + ".csv", tmp = path + ".tmp";
+  std::ofstream out(tmp);
   out << "kernel,launches_per_iter,us_per_iter,us_each,share_of_busy\n";
   std::vector<std::pair<std::string, std::pair<long, double>>> rows(per.begin(), per.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   for (const auto& [name, v] : rows)
     out << name << "," << double(v.first) / iters << "," << v.second / 1e3 / iters << ","
         << v.second / 1e3 / double(v.first) << "," << (busy > 0 ? v.second / busy : 0.0) << "\n";
-  if (!out) {
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     std::fprintf(stderr, "kernel_trace: cannot write %s\n", path.c_str());
     return;
   }

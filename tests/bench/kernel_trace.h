@@ -8,15 +8,14 @@
 // and memsets as [memcpy] and [memset]) and prints one line: per iteration the
 // busy time (the union of the records' intervals), the span (first start to
 // last end) and the idle rest, which includes the host's time between
-// iterations. Without CUPTI in the build,
-// or with the variable unset, both calls do nothing. Tracing adds a little
-// host work per launch, so read the benchmark's own time from an untraced run.
+// iterations. Without CUPTI in the build, or with the variable unset, both
+// calls do nothing. Tracing adds a little host work per launch, so read the
+// benchmark's own time from an untraced run.
 #pragma once
 #include <string>
 
 namespace tf::bench {
 
-bool kernel_trace_enabled();
 void kernel_trace_begin();
 // iterations: the timed iterations since kernel_trace_begin (per-iteration figures).
 void kernel_trace_end(const std::string& label, long iterations);
