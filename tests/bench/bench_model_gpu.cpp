@@ -429,7 +429,7 @@ BENCHMARK(BM_RetrievalStep7B)
 // Arguments: tokens, attention backend (0 ours, 1 cuDNN), chunk, gemm (0 cublas, 1 lt, 2 tuned, 3 auto),
 // stacked prefill GEMMs (TRIFORCE_PREFILL_STACKED: 0 off, 1 on).
 BENCHMARK(BM_Prefill7B)
-    ->Args({8192, 0, 2048, 0, 0})->Args({32768, 0, 2048, 0, 0})->Args({32768, 1, 2048, 0, 0})
+    ->Args({8192, 0, 2048, 0, 0})->Args({32768, 0, 2048, 0, 0})->Args({32768, 1, 2048, 0, 0})->Args({32768, 1, 8192, 0, 0})
     ->Args({131072, 0, 2048, 0, 0})->Args({131072, 1, 2048, 0, 0})->Args({131072, 1, 8192, 0, 0})
     ->Args({131072, 1, 8192, 2, 0})->Args({131072, 0, 8192, 2, 0})
     // issue 18's A/B: each switch alone, then all, at chunk 8192 and 16384
