@@ -5,6 +5,7 @@
 
 #include "common.cuh"
 #include "gemm_skinny.cuh"
+#include "gemm_skinny_epilogue.cuh"
 #include "gemm_skinny_tile.cuh"
 #include "pdl.cuh"
 #include "rmsnorm_tile.cuh"
@@ -26,17 +27,36 @@ constexpr size_t kMaxRowsBytes = 200 * 1024;
 // The dynamic shared memory of n normalized rows of `in` 16-bit elements.
 size_t rows_bytes(int64_t n, int64_t in) { return sizeof(uint16_t) * size_t(n) * size_t(in + 8); }
 
-// grid.x = ceil(out / 16); KW warps. Dynamic shared memory: the n normalized
-// rows, row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
-// persistent step kernel keeps them. The tile's W rows are prefetched into L2
-// before the norm even without PDL (the blocks prefetch_blocks names, pdl.cuh):
-// a weight, read by no other kernel of the step, so the row loads of the norm
-// overlap the tile's first weight bytes.
-template <class T, int KW, int U, int NT>
+// What a block prefetches into L2 before the PDL wait (even without PDL: the
+// blocks prefetch_blocks names, pdl.cuh): its tile's W rows, a weight no other
+// kernel of the step reads, so the row loads of the norm overlap the tile's
+// first weight bytes. The plain map's 16 rows are contiguous (the last tile
+// clamped to W); a fused map's are two runs of 8, each inside W.
+template <class T>
+__device__ __forceinline__ void prefetch_tile(const T* w, const skinny::TileRows& rows, int64_t tile, int64_t in) {
+  const int64_t j0 = tile * 16;
+  if (j0 < rows.out) prefetch_rows(w, j0, min(int64_t(16), rows.out - j0), in);
+}
+template <class T, class RowMap>
+__device__ __forceinline__ void prefetch_tile(const T* w, const RowMap& rows, int64_t tile, int64_t in) {
+  prefetch_rows(w, rows.a(tile, 0), 8, in);
+  prefetch_rows(w, rows.b(tile, 0), 8, in);
+}
+
+// grid.x = the tiles; KW warps. Dynamic shared memory: the n normalized rows,
+// row stride in + 8 (16-byte aligned, fewer bank conflicts), as the
+// persistent step kernel keeps them. The tile is skinny::mma_tile_mapped with
+// the plain GEMM's rows and store (TileRows, StoreRows) or a fused epilogue's
+// (gemm_skinny_epilogue.cuh): the same code the GEMM without the prologue
+// runs, on the same values.
+template <class T, int KW, int U, int NT, class RowMap, class Epilogue>
 __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_constant__ SkinnyNormGemmParams p,
-                                                                  int norm_threads, unsigned prefetch_blocks) {
+                                                                  RowMap rows, Epilogue epi, int norm_threads,
+                                                                  unsigned prefetch_blocks) {
   const T* w = static_cast<const T*>(p.w);
-  prefetch_rows_then_wait(w, int64_t(blockIdx.x) * 16, 16, p.in, p.out, blockIdx.x < prefetch_blocks);
+  if (blockIdx.x < prefetch_blocks) prefetch_tile(w, rows, blockIdx.x, p.in);
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[kMaxRows * kMaxRowWarps], scale[kMaxRows];
   __shared__ float part[skinny::MmaPart<KW, NT>::kFloats];
@@ -60,8 +80,7 @@ __global__ void __launch_bounds__(KW * 32) skinny_norm_mma_kernel(const __grid_c
         [](int) { return static_cast<T*>(nullptr); }, [&](int i) { return xs + i * xs_ld; },
         static_cast<const T*>(p.norm_weight), in, p.eps, false, norm_threads, red, scale);
   }
-  skinny::mma_tile<T, T, KW, U, NT, skinny::XShared>(xs, xs_ld, w, static_cast<T*>(p.y), p.out, n, in, p.out,
-                                                     blockIdx.x, part);
+  skinny::mma_tile_mapped<T, KW, U, NT>(xs, xs_ld, w, n, in, blockIdx.x, part, skinny::XShared{}, rows, epi);
 }
 
 // The dynamic shared memory a kernel may take, raised once per (kernel, device)
@@ -79,22 +98,31 @@ void allow_smem(const void* kernel) {
   }
 }
 
-template <class T, int KW, int U, int NT>
-void launch_nt(const SkinnyNormGemmParams& p, cudaStream_t st) {
-  auto* kern = skinny_norm_mma_kernel<T, KW, U, NT>;
+template <class T, int KW, int U, int NT, class RowMap, class Epilogue>
+void launch_nt(const SkinnyNormGemmParams& p, int64_t tiles, const RowMap& rows, const Epilogue& epi,
+               cudaStream_t st) {
+  auto* kern = skinny_norm_mma_kernel<T, KW, U, NT, RowMap, Epilogue>;
   const size_t smem = rows_bytes(p.n, p.in);
   allow_smem(reinterpret_cast<const void*>(kern));
-  const unsigned blocks = unsigned((p.out + 15) / 16);
-  launch_step(kern, dim3(blocks), dim3(KW * 32), smem, st, p, rmsnorm_vec8_threads(p.in),
+  launch_step(kern, dim3(unsigned(tiles)), dim3(KW * 32), smem, st, p, rows, epi, rmsnorm_vec8_threads(p.in),
               prefetch_blocks(16, p.in * int64_t(sizeof(T))));
 }
 
-template <class T, int KW, int U>
-void launch(const SkinnyNormGemmParams& p, cudaStream_t st) {
+template <class T, int KW, int U, class RowMap, class Epilogue>
+void launch_kw(const SkinnyNormGemmParams& p, int64_t tiles, const RowMap& rows, const Epilogue& epi,
+               cudaStream_t st) {
   // The tile count only bounds the loop; a row's arithmetic is the same in each.
-  if (p.n <= 8) launch_nt<T, KW, U, 1>(p, st);
-  else if (p.n <= 16) launch_nt<T, KW, U, 2>(p, st);
-  else launch_nt<T, KW, U, 4>(p, st);
+  if (p.n <= 8) launch_nt<T, KW, U, 1>(p, tiles, rows, epi, st);
+  else if (p.n <= 16) launch_nt<T, KW, U, 2>(p, tiles, rows, epi, st);
+  else launch_nt<T, KW, U, 4>(p, tiles, rows, epi, st);
+}
+
+// The variant's tile shape (KW warps, U steps), as gemm_skinny runs it.
+template <class T, class RowMap, class Epilogue>
+void launch(const SkinnyNormGemmParams& p, int64_t tiles, const RowMap& rows, const Epilogue& epi, cudaStream_t st) {
+  const SkinnyVariant v = p.variant < 0 ? skinny_default_variant() : SkinnyVariant(p.variant);
+  if (v == SkinnyVariant::mma_k4u8) launch_kw<T, 4, 8>(p, tiles, rows, epi, st);
+  else launch_kw<T, 8, 4>(p, tiles, rows, epi, st);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -111,19 +139,53 @@ const char* gemm_skinny_norm_unsupported(int64_t n, int64_t in, DType dtype, int
   return nullptr;
 }
 
-void gemm_skinny_norm(const SkinnyNormGemmParams& p, cudaStream_t stream) {
+namespace {
+// The checks every entry shares (y: whether the entry writes p.y).
+void check_params(const SkinnyNormGemmParams& p, const char* op, bool y) {
   const char* why = gemm_skinny_norm_unsupported(p.n, p.in, p.dtype, p.variant);
-  TF_CHECK(!why, "cuda::gemm_skinny_norm: " << why);
-  TF_CHECK(p.residual && p.norm_weight && p.w && p.y && p.out > 0, "cuda::gemm_skinny_norm: null pointer or no rows");
+  TF_CHECK(!why, "cuda::" << op << ": " << why);
+  TF_CHECK(p.residual && p.norm_weight && p.w && (p.y || !y) && p.out > 0,
+           "cuda::" << op << ": null pointer or no rows");
   TF_CHECK(!p.sum_out || (p.sum_out != p.residual && p.sum_out != p.add),
-           "cuda::gemm_skinny_norm: sum_out aliases an input that other blocks still read");
-  TF_CHECK(!p.sum_out || p.add, "cuda::gemm_skinny_norm: sum_out without an add");
+           "cuda::" << op << ": sum_out aliases an input that other blocks still read");
+  TF_CHECK(!p.sum_out || p.add, "cuda::" << op << ": sum_out without an add");
   for (const void* q : {p.residual, p.add, static_cast<const void*>(p.sum_out), p.norm_weight, p.w})
-    TF_CHECK(!q || aligned16(q), "cuda::gemm_skinny_norm: a pointer is not 16-byte aligned");
-  const SkinnyVariant v = p.variant < 0 ? skinny_default_variant() : SkinnyVariant(p.variant);
+    TF_CHECK(!q || aligned16(q), "cuda::" << op << ": a pointer is not 16-byte aligned");
+}
+}  // namespace
+
+void gemm_skinny_norm(const SkinnyNormGemmParams& p, cudaStream_t stream) {
+  check_params(p, "gemm_skinny_norm", true);
   TF_DISPATCH_HALF(p.dtype, T, {
-    if (v == SkinnyVariant::mma_k4u8) launch<T, 4, 8>(p, stream);
-    else launch<T, 8, 4>(p, stream);
+    launch<T>(p, (p.out + 15) / 16, skinny::TileRows{p.out}, skinny::StoreRows<T>{static_cast<T*>(p.y), p.out, p.out},
+              stream);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void gemm_skinny_norm_gate_up_silu(const SkinnyNormGemmParams& p, cudaStream_t stream) {
+  check_params(p, "gemm_skinny_norm_gate_up_silu", true);
+  TF_CHECK(p.out % 16 == 0, "cuda::gemm_skinny_norm_gate_up_silu: out " << p.out << " = 2 inter, inter a multiple of 8");
+  const int64_t inter = p.out / 2;
+  TF_DISPATCH_HALF(p.dtype, T, {
+    launch<T>(p, inter / 8, skinny::GateUpRows{inter}, skinny::GateUpSiluStore<T>{static_cast<T*>(p.y), inter},
+              stream);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void gemm_skinny_norm_qkv_rope(const SkinnyNormGemmParams& p, const RopeQkvParams& r, cudaStream_t stream) {
+  check_params(p, "gemm_skinny_norm_qkv_rope", false);
+  const int64_t half = r.head_dim / 2;
+  TF_CHECK(r.head_dim > 0 && half % 8 == 0 && p.out == (r.q_heads + 2 * r.kv_heads) * r.head_dim && r.n == p.n &&
+               r.dtype == p.dtype,
+           "cuda::gemm_skinny_norm_qkv_rope: out " << p.out << " is not " << r.q_heads << " + 2 x " << r.kv_heads
+                                                   << " heads of " << r.head_dim << " (head_dim / 2 a multiple of 8)");
+  TF_CHECK(r.q_out && r.cos && r.sin && r.rows && (r.kv_heads == 0 || (r.k_out && r.v_out)),
+           "cuda::gemm_skinny_norm_qkv_rope: a null destination, table or rows");
+  const int64_t per_head = half / 8;
+  TF_DISPATCH_HALF(p.dtype, T, {
+    launch<T>(p, p.out / 16, skinny::RopePairRows{half, per_head}, skinny::RopeQkvStore<T>{r, per_head}, stream);
   });
   CUDA_CHECK_LAUNCH();
 }

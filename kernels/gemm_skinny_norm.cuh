@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "rope.cuh"
 
 namespace tf::cuda {
 
@@ -36,5 +37,18 @@ struct SkinnyNormGemmParams {
 // the GEMM's (in <= 2048).
 const char* gemm_skinny_norm_unsupported(int64_t n, int64_t in, DType dtype, int variant = -1);
 void gemm_skinny_norm(const SkinnyNormGemmParams& p, cudaStream_t stream = nullptr);
+
+// The same prologue with the fused epilogues of gemm_skinny.cuh (their row
+// maps and stores, gemm_skinny_epilogue.cuh), so one launch replaces three
+// (the norm, the GEMM, the SwiGLU or the RoPE) with the bits of the three.
+// Conditions as gemm_skinny_norm, plus those of the epilogue:
+// gate/up: p.w = [gate (inter rows) | up (inter rows)], p.out = 2 inter, inter
+// a multiple of 8; p.y is [n, inter] = silu(gate) * up, as silu_mul stores it.
+void gemm_skinny_norm_gate_up_silu(const SkinnyNormGemmParams& p, cudaStream_t stream = nullptr);
+// q/k/v: p.w = the stacked q | k | v rows, p.out = (q_heads + 2 kv_heads)
+// head_dim, head_dim / 2 a multiple of 8; p.y unused; the output goes where
+// gemm_skinny_qkv_rope writes it (q rotated to r.q_out, k rotated and v to
+// the cache slots).
+void gemm_skinny_norm_qkv_rope(const SkinnyNormGemmParams& p, const RopeQkvParams& r, cudaStream_t stream = nullptr);
 
 }  // namespace tf::cuda

@@ -544,29 +544,47 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     if (add) std::swap(x, x_other);
   };
 
+  bool norm_epilogue = false;  // a norm-prologue GEMM ran an epilogue too (norm_epilogue_chunks)
   ops::embedding(w_.embed, tok, x);
   for (int64_t l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
-    if (l == 0 && norm_gemm) norm_gemm = ops::norm_linear(x, nullptr, nullptr, L.attn_norm, np, L.wqkv, qkv_out);
-    else if (norm_gemm) norm_linear(&proj, L.attn_norm, np_stored, L.wqkv, qkv_out);  // the closing add deferred here
+    // With the norm prologue the q/k/v GEMM's RoPE epilogue joins it: the norm,
+    // the GEMM, RoPE and the cache write in one launch, where it takes the
+    // shape (else the norm-prologue GEMM below, then RoPE).
+    bool norm_rope = false;
+    if (norm_gemm && qkv_rope) {
+      Tensor kc = cache.layer_k(l), vc = cache.layer_v(l);
+      const Tensor* add = l == 0 ? nullptr : &proj;  // the closing add deferred here
+      norm_rope = ops::norm_linear_rope_qkv_to_cache(x, add, add ? &x_other : nullptr, L.attn_norm,
+                                                     add ? np_stored : np, L.wqkv, dcs, dsn, rows, qslots, q, kc, vc);
+      if (norm_rope && add) std::swap(x, x_other);
+      norm_epilogue = norm_epilogue || norm_rope;
+    }
+    if (norm_rope) {
+      // q rotated, the cache layer written
+    } else if (l == 0 && norm_gemm) {
+      norm_gemm = ops::norm_linear(x, nullptr, nullptr, L.attn_norm, np, L.wqkv, qkv_out);
+    } else if (norm_gemm) {
+      norm_linear(&proj, L.attn_norm, np_stored, L.wqkv, qkv_out);  // the closing add deferred here
+    }
     if (!norm_gemm && (l == 0 || !fuse_norm)) ops::rmsnorm(x, L.attn_norm, xn, np);  // else the previous layer's add left it in xn
     const bool stacked = (stack_step || stack_prefill) && L.wqkv.data && L.w_gate_up.data;
     ops::QKVRows qkv_in;
-    // The norm prologue and the RoPE epilogue are not one kernel yet: with the
-    // norm-prologue GEMM (run above into qkv_out) RoPE runs as its own launch.
     const bool rope_epilogue = stacked && qkv_rope && !norm_gemm;
     if (!stacked) {
       ops::linear(xn, L.wq, q2);
       ops::linear(xn, L.wk, k2);
       ops::linear(xn, L.wv, v2);
       qkv_in = ops::qkv_rows(q, k, v);
-    } else if (!rope_epilogue) {  // with it the GEMM runs below, RoPE and the cache write in its epilogue
+    } else if (!rope_epilogue && !norm_rope) {  // with either, RoPE and the cache write run in a GEMM's epilogue
       if (!norm_gemm) ops::linear(xn, L.wqkv, qkv_out);
       qkv_in = ops::qkv_rows(qkv_out, H, KH, D);
     }
     // After this block q holds the rotated queries and the cache layer l the
     // chunk's K/V (capture_q_ reads q in between on the unfused paths).
-    if (rope_to_cache) {
+    if (norm_rope) {
+      // done above
+    } else if (rope_to_cache) {
       Tensor kc = cache.layer_k(l), vc = cache.layer_v(l);
       if (rope_epilogue) ops::linear_rope_qkv_to_cache(xn, L.wqkv, dcs, dsn, rows, qslots, q, kc, vc, qkv_out);
       else ops::rope_qkv_to_cache(qkv_in, dcs, dsn, rows, qslots, q, kc, vc);
@@ -597,13 +615,24 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     ops::attention(q, cuda ? qslots : pos, cache.view(l), att, ap);
     cache.offload_after_layer(l, slot, n);  // [KV offload hook] new rows back to the host
     row_parallel_linear(att2, L.wo);
-    if (norm_gemm) {
+    // As for RoPE: with the norm prologue the SwiGLU epilogue joins it where it
+    // takes the shape (x += attn; gate = silu_mul_halves(norm(x) . W^T)).
+    bool norm_silu = false;
+    if (norm_gemm && gate_up_silu) {
+      norm_silu = ops::norm_linear_gate_up_silu(x, &proj, &x_other, L.mlp_norm, np, L.w_gate_up, gate);
+      if (norm_silu) std::swap(x, x_other);
+      norm_epilogue = norm_epilogue || norm_silu;
+    }
+    if (norm_silu) {
+      // gate holds the SwiGLU
+    } else if (norm_gemm) {
       norm_linear(&proj, L.mlp_norm, np, L.w_gate_up, gu_out);  // x += attn; gu = norm(x) . W^T
     } else {
       ops::add_rmsnorm(x, proj, L.mlp_norm, xn, np);  // x += attn; xn = norm(x)
     }
-    // As for RoPE: the SwiGLU epilogue does not follow the norm prologue yet.
-    if (stacked && gate_up_silu && !norm_gemm) {  // before fused_silu_down: the SwiGLU once per element, not per down tile
+    if (norm_silu) {
+      row_parallel_linear(gate, L.w_down);
+    } else if (stacked && gate_up_silu && !norm_gemm) {  // before fused_silu_down: the SwiGLU once per element, not per down tile
       ops::linear_gate_up_silu(xn, L.w_gate_up, gate, gu_out);
       row_parallel_linear(gate, L.w_down);
     } else if (stacked) {
@@ -631,6 +660,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     }
   }
   if (norm_gemm) ++norm_gemm_chunks_;
+  if (norm_epilogue) ++norm_epilogue_chunks_;
   if (want_logits) {
     Tensor xs = slice_rows(x, out_from, n), xo = slice_rows(xn, out_from, n);
     if (!fuse_norm && !norm_gemm) ops::rmsnorm(xs, w_.final_norm, xo, np);

@@ -61,6 +61,9 @@ class LlamaModel {
   // Forward chunks recorded with the norm-prologue GEMMs (StepFusions::fused_norm_gemm):
   // each eager run or graph capture counts once (a replay runs no host code).
   int64_t norm_gemm_chunks() const { return norm_gemm_chunks_; }
+  // Of those, the chunks whose norm-prologue GEMMs ran a fused epilogue too
+  // (RoPE + the KV write, or the SwiGLU: one launch for the three ops).
+  int64_t norm_epilogue_chunks() const { return norm_epilogue_chunks_; }
   // The step graphs' counts (model/step_graphs.h): steps recorded, replayed,
   // and run eagerly on the graph path (a key's first use). A run whose steps
   // were mostly not replays pays capture costs that the step benchmarks,
@@ -235,6 +238,7 @@ class LlamaModel {
   const void* pstep_layers_for_ = nullptr;
   int64_t persistent_steps_ = 0;
   int64_t norm_gemm_chunks_ = 0;
+  int64_t norm_epilogue_chunks_ = 0;
 };
 
 // The process-wide default of LlamaModel::cuda_graphs() for models made after

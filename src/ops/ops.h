@@ -123,6 +123,19 @@ void linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out, 
 // (nothing done: the caller runs the two ops).
 bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
                  const RmsNormParams& np, const Tensor& weight, Tensor& y);
+// norm_linear with the fused epilogues above, one launch each, bit for bit
+// norm_linear followed by the op it replaces: out = silu_mul_halves(rmsnorm(s)
+// . W_gate_up^T) (out [n, inter]), and rope_qkv_to_cache of rmsnorm(s) .
+// W_qkv^T (q_out and the cache layer as linear_rope_qkv_to_cache). Same
+// conditions as norm_linear plus the epilogue's (inter a multiple of 8; head_dim
+// a multiple of 16); false where they cannot (nothing done: the caller runs
+// norm_linear and the op).
+bool norm_linear_gate_up_silu(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                              const RmsNormParams& np, const Tensor& w_gate_up, Tensor& out);
+bool norm_linear_rope_qkv_to_cache(const Tensor& residual, const Tensor* add, Tensor* sum_out,
+                                   const Tensor& norm_weight, const RmsNormParams& np, const Tensor& w_qkv,
+                                   const Tensor& cos_table, const Tensor& sin_table, const Tensor& rows,
+                                   const Tensor& slots, Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
 
 // ---- attention over a KV view ----
 // What a cache hands attention for one layer: K and V for kv head h, slot j

@@ -441,10 +441,10 @@ BENCHMARK(BM_Prefill8B_GQA)
     ->Args({131072, 1, 8192, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7, 9, 17, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
-BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7, 9, 17, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 // Arguments: context, tokens.
 BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);

@@ -5,7 +5,8 @@
 // from a stacked gate/up output; add_rmsnorm with rounded_sum (the closing
 // add + the next norm); the stacked q/k/v and gate/up GEMMs themselves; and
 // those GEMMs with RoPE + the KV write or the SwiGLU in their epilogue
-// against the GEMM then the op.
+// against the GEMM then the op, and the same epilogues after the norm
+// prologue against norm_linear then the op.
 // Shapes: head_dim 64/128, MHA and GQA (9/3 as SmolLM2, 32/8 as Llama 3),
 // n = 1..32, f16 and bf16. Every output is poisoned (0xFF: NaN) first; cache
 // slots the op must not touch have to stay poisoned. SKIPPED without a device.
@@ -332,6 +333,113 @@ TEST(KernelsStepFusions, QkvRopeEpilogueEqualsGemmThenRopeToCache) {
           poisoned_slots += std::isnan(hv.ptr<float>()[slot * D]) ? 1 : 0;
         EXPECT_EQ(poisoned_slots, cap - written);
       }
+}
+
+// The norm-prologue GEMMs with the fused epilogues
+// (norm_linear_gate_up_silu, norm_linear_rope_qkv_to_cache: the norm, the
+// GEMM and the SwiGLU or RoPE + the KV write in one launch) against
+// norm_linear then the op, bit for bit, the output and the stored sum:
+// without the residual add (a step's first layer), with it (the fp32 sum
+// normalized, and the stored sum as the closing add does), at hidden 576 to
+// 4096 (a 7B's rows, n <= 24 there: the prologue's shared-memory bound, which
+// the fused kernels share) and every tile count.
+const int64_t kNormModes = 3;  // 0: no add; 1: + add, fp32 sum normalized; 2: + add, stored sum normalized
+
+struct NormInputs {
+  Tensor residual, add, norm_w;
+  ops::RmsNormParams np;
+};
+NormInputs norm_inputs(int64_t n, int64_t hidden, DType dt, int mode, uint64_t seed) {
+  NormInputs a;
+  a.residual = to_device_as(host_random({n, hidden}, seed, 3.0f), Device::CUDA, dt);
+  a.add = to_device_as(host_random({n, hidden}, seed + 1, 1.0f), Device::CUDA, dt);
+  Tensor w = host_random({hidden}, seed + 2, 0.5f);
+  for (int64_t c = 0; c < hidden; ++c) w.ptr<float>()[c] += 1.0f;
+  a.norm_w = to_device_as(w, Device::CUDA, dt);
+  a.np.eps = 1e-5f;
+  a.np.rounded_sum = mode == 2;
+  return a;
+}
+
+TEST(KernelsStepFusions, NormGateUpSiluEqualsNormGemmThenSiluMul) {
+  REQUIRE_DEVICE();
+  for (DType dt : kDtypes)
+    for (auto [hidden, I] : {std::pair<int64_t, int64_t>{576, 1536}, {200, 24}, {768, 3072}, {4096, 1000}})
+      for (int64_t n : kEpilogueSteps)
+        for (int mode = 0; mode < kNormModes; ++mode) {
+          if (hidden == 4096 && n > 24) continue;
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << hidden << " inter=" << I << " n=" << n
+                                            << " mode=" << mode);
+          const NormInputs a = norm_inputs(n, hidden, dt, mode, 71 + n + hidden);
+          Tensor w = to_device_as(host_random({2 * I, hidden}, 73 + I, 0.08f), Device::CUDA, dt);
+          const Tensor* add = mode ? &a.add : nullptr;
+          Tensor gu = poisoned(dt, {n, 2 * I}), plain = poisoned(dt, {n, I}), usum = poisoned(dt, {n, hidden});
+          ASSERT_TRUE(ops::norm_linear(a.residual, add, mode ? &usum : nullptr, a.norm_w, a.np, w, gu));
+          ops::silu_mul_halves(gu, plain);
+          Tensor fused = poisoned(dt, {n, I}), fsum = poisoned(dt, {n, hidden});
+          ASSERT_TRUE(ops::norm_linear_gate_up_silu(a.residual, add, mode ? &fsum : nullptr, a.norm_w, a.np, w, fused));
+          expect_bitwise(fused, plain, "norm + gate/up GEMM + SwiGLU");
+          expect_bitwise(fsum, usum, "the stored sum");
+          if (!mode) EXPECT_TRUE(untouched(fsum)) << "no add: nothing stored";
+          const Tensor h = to_host_f32(fused);
+          for (int64_t j = 0; j < h.numel(); ++j) ASSERT_TRUE(std::isfinite(h.ptr<float>()[j])) << "element " << j;
+        }
+}
+
+TEST(KernelsStepFusions, NormQkvRopeEqualsNormGemmThenRopeToCache) {
+  REQUIRE_DEVICE();
+  struct Shape {
+    int64_t hidden, H, KH, D;
+  };
+  for (DType dt : kDtypes)
+    for (Shape sh : {Shape{576, 9, 3, 64}, Shape{200, 8, 2, 128}, Shape{1024, 12, 4, 128}, Shape{4096, 4, 2, 128}})
+      for (int64_t n : kEpilogueSteps)
+        for (int mode = 0; mode < kNormModes; ++mode) {
+          if (sh.hidden == 4096 && n > 24) continue;
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << sh.hidden << " H=" << sh.H
+                                            << " KH=" << sh.KH << " D=" << sh.D << " n=" << n << " mode=" << mode);
+          const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D, table_rows = 40, cap = 2 * n + 7;
+          Tensor cos, sin;
+          rope_tables(table_rows, D, cos, sin);
+          std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) {  // as above: some tokens past the tables, some past the cache
+            rows_v[size_t(i)] = i % 5 == 4 ? int32_t(table_rows + i) : int32_t((i * 11 + 3) % table_rows);
+            slots_v[size_t(i)] = i % 4 == 3 ? int32_t(cap + i) : int32_t(cap - 1 - 2 * i);
+          }
+          Tensor dcos = device_f32(cos), dsin = device_f32(sin), drows = device_i32(rows_v), dslots = device_i32(slots_v);
+          const NormInputs a = norm_inputs(n, sh.hidden, dt, mode, 81 + n + sh.hidden);
+          Tensor w = to_device_as(host_random({ld, sh.hidden}, 83 + ld, 0.08f), Device::CUDA, dt);
+          const Tensor* add = mode ? &a.add : nullptr;
+
+          FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
+          std::vector<int32_t> all(static_cast<size_t>(cap));
+          for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
+          for (FullKVCache* c : {&ucache, &fcache}) {
+            c->append_slots(all.data(), cap);
+            Tensor lk = c->layer_k(0), lv = c->layer_v(0);
+            poison(lk), poison(lv);
+          }
+          Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D}), usum = poisoned(dt, {n, sh.hidden});
+          ASSERT_TRUE(ops::norm_linear(a.residual, add, mode ? &usum : nullptr, a.norm_w, a.np, w, qkv));
+          {
+            Tensor uk = ucache.layer_k(0), uv = ucache.layer_v(0);
+            ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), dcos, dsin, drows, dslots, uq, uk, uv);
+          }
+          Tensor fq = poisoned(dt, {n, H, D}), fsum = poisoned(dt, {n, sh.hidden});
+          Tensor fk = fcache.layer_k(0), fv = fcache.layer_v(0);
+          ASSERT_TRUE(ops::norm_linear_rope_qkv_to_cache(a.residual, add, mode ? &fsum : nullptr, a.norm_w, a.np, w,
+                                                         dcos, dsin, drows, dslots, fq, fk, fv));
+          expect_bitwise(fq, uq, "q");
+          expect_bitwise(fk, ucache.layer_k(0), "K layer (written and untouched slots)");
+          expect_bitwise(fv, ucache.layer_v(0), "V layer (written and untouched slots)");
+          expect_bitwise(fsum, usum, "the stored sum");
+          // The reference is no constant: in-table tokens give finite q rows.
+          const Tensor hq = to_host_f32(fq);
+          for (int64_t i = 0; i < n; ++i) {
+            const bool in_table = rows_v[size_t(i)] >= 0 && rows_v[size_t(i)] < table_rows;
+            ASSERT_EQ(std::isfinite(hq.ptr<float>()[i * H * D]), in_table) << "token " << i;
+          }
+        }
 }
 
 TEST(KernelsStepFusions, AddRmsNormRoundedSumIsAddThenNorm) {

@@ -15,7 +15,8 @@
 // the gate/up GEMM; fused_qkv_rope: RoPE and the KV write in the q/k/v GEMM)
 // the same way: each alone, and both with every launch switch above; the
 // KV cache after the sequence must match too (the fused RoPE writes it). The
-// norm-prologue GEMMs (fused_norm_gemm) alone, with PDL, and with everything.
+// norm-prologue GEMMs (fused_norm_gemm) alone, with PDL, and with everything
+// (then the epilogues run in the norm-prologue launches themselves).
 // The one-split attention that writes its own rows (direct_single_split) with
 // the process defaults, over caches below and across 512 slots (check_direct).
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
@@ -142,6 +143,13 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
         EXPECT_GT(m.norm_gemm_chunks(), 0) << what << ": no step ran the norm-prologue GEMMs";
       } else {
         EXPECT_EQ(m.norm_gemm_chunks(), 0) << what << ": the norm-prologue GEMMs ran while switched off";
+      }
+      // With both epilogues (and the stacked GEMMs and RoPE to the cache they need) the norm-prologue
+      // GEMMs run them in the same launch; without them, never.
+      if (norm_gemm && gate_up_silu && qkv_rope && bits == 7) {
+        EXPECT_GT(m.norm_epilogue_chunks(), 0) << what << ": no norm-prologue GEMM ran an epilogue";
+      } else if (!norm_gemm || (!gate_up_silu && !qkv_rope)) {
+        EXPECT_EQ(m.norm_epilogue_chunks(), 0) << what << ": a norm-prologue epilogue ran while switched off";
       }
     }
 }

@@ -193,6 +193,28 @@ bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, con
   return cuda_body::norm_linear(residual, add, sum_out, norm_weight, np, weight, y);
 }
 
+bool norm_linear_gate_up_silu(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                              const RmsNormParams& np, const Tensor& w_gate_up, Tensor& out) {
+  if (residual.device != Device::CUDA) return false;  // the CPU runs the three ops
+  return cuda_body::norm_linear_gate_up_silu(residual, add, sum_out, norm_weight, np, w_gate_up, out);
+}
+
+bool norm_linear_rope_qkv_to_cache(const Tensor& residual, const Tensor* add, Tensor* sum_out,
+                                   const Tensor& norm_weight, const RmsNormParams& np, const Tensor& w_qkv,
+                                   const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor& slots,
+                                   Tensor& q_out, Tensor& k_cache, Tensor& v_cache) {
+  if (residual.device != Device::CUDA) return false;
+  TF_CHECK(q_out.shape.size() == 3 && k_cache.shape.size() == 3 && w_qkv.shape.size() == 2 &&
+               w_qkv.shape[0] == (q_out.shape[1] + 2 * k_cache.shape[0]) * q_out.shape[2] &&
+               q_out.shape[0] == residual.shape[0],
+           "norm_linear_rope_qkv_to_cache: W " << shape_str(w_qkv.shape) << ", q_out " << shape_str(q_out.shape)
+                                               << " and cache layer " << shape_str(k_cache.shape)
+                                               << " do not match (expected [(heads + 2 kv_heads) hd, in], [n, heads, hd], "
+                                                  "[kv_heads, capacity, hd])");
+  return cuda_body::norm_linear_rope_qkv_to_cache(residual, add, sum_out, norm_weight, np, w_qkv, cos, sin, rows,
+                                                  slots, q_out, k_cache, v_cache);
+}
+
 void silu_mul_halves(const Tensor& gate_up, Tensor& out) {
   TF_CHECK(gate_up.shape.size() == 2 && out.shape.size() == 2 && gate_up.shape[0] == out.shape[0] &&
                gate_up.shape[1] == 2 * out.shape[1],

@@ -211,24 +211,38 @@ bool linear_silu_mul_halves(const Tensor& gate_up, const Tensor& weight, Tensor&
   return true;
 }
 
-bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
-                 const RmsNormParams& np, const Tensor& weight, Tensor& y) {
-  expect_dev("norm_linear", "residual", residual, 2);
-  expect_dev("norm_linear", "norm_weight", norm_weight, 1);
-  expect_dev("norm_linear", "weight", weight, 2);
-  expect_dev("norm_linear", "y", y, 2);
-  for (const Tensor* t : {&norm_weight, &weight, static_cast<const Tensor*>(&y), add, static_cast<const Tensor*>(sum_out)})
-    if (t) expect_half("norm_linear", "tensor", *t, residual.dtype);
+namespace {
+// norm_linear's checks and kernel params, or false where the norm prologue
+// cannot take the shape. y: the GEMM's [n, out] output (nullptr: an epilogue
+// stores elsewhere).
+bool norm_gemm_params(const char* op, const Tensor& residual, const Tensor* add, Tensor* sum_out,
+                      const Tensor& norm_weight, const RmsNormParams& np, const Tensor& weight, const Tensor* y,
+                      cuda::SkinnyNormGemmParams& p) {
+  expect_dev(op, "residual", residual, 2);
+  expect_dev(op, "norm_weight", norm_weight, 1);
+  expect_dev(op, "weight", weight, 2);
+  if (y) expect_dev(op, "y", *y, 2);
+  for (const Tensor* t : {&norm_weight, &weight, y, add, static_cast<const Tensor*>(sum_out)})
+    if (t) expect_half(op, "tensor", *t, residual.dtype);
   const int64_t n = residual.shape[0], in = residual.shape[1];
-  TF_CHECK(norm_weight.shape[0] == in && weight.shape[1] == in && y.shape[0] == n && y.shape[1] == weight.shape[0] &&
+  TF_CHECK(norm_weight.shape[0] == in && weight.shape[1] == in &&
+               (!y || (y->shape[0] == n && y->shape[1] == weight.shape[0])) &&
                (!add || add->shape == residual.shape) && (!sum_out || sum_out->shape == residual.shape),
-           "norm_linear: shapes do not match (residual " << shape_str(residual.shape) << ", W "
-                                                         << shape_str(weight.shape) << ", y " << shape_str(y.shape) << ")");
+           op << ": shapes do not match (residual " << shape_str(residual.shape) << ", W "
+              << shape_str(weight.shape) << (y ? ", y " + shape_str(y->shape) : std::string()) << ")");
   if (cuda::gemm_skinny_norm_unsupported(n, in, residual.dtype)) return false;
-  cuda::SkinnyNormGemmParams p;
   p.residual = residual.data, p.add = add ? add->data : nullptr, p.sum_out = sum_out ? sum_out->data : nullptr;
   p.norm_weight = norm_weight.data, p.eps = np.eps, p.rounded_sum = np.rounded_sum;
-  p.w = weight.data, p.y = y.data, p.n = n, p.in = in, p.out = weight.shape[0], p.dtype = residual.dtype;
+  p.w = weight.data, p.y = y ? y->data : nullptr, p.n = n, p.in = in, p.out = weight.shape[0];
+  p.dtype = residual.dtype;
+  return true;
+}
+}  // namespace
+
+bool norm_linear(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                 const RmsNormParams& np, const Tensor& weight, Tensor& y) {
+  cuda::SkinnyNormGemmParams p;
+  if (!norm_gemm_params("norm_linear", residual, add, sum_out, norm_weight, np, weight, &y, p)) return false;
   cuda::gemm_skinny_norm(p, cuda::compute_stream());
   return true;
 }
@@ -320,6 +334,40 @@ bool linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor
   if (!epilogue_fits(x, w_qkv) || q_out.shape[2] % 16 != 0) return false;
   const cuda::RopeQkvParams r = rope_destination(cos, sin, rows, &slots, q_out, k_cache, v_cache, true);
   cuda::gemm_skinny_qkv_rope(epilogue_gemm(x, w_qkv), r, cuda::compute_stream());
+  return true;
+}
+
+bool norm_linear_gate_up_silu(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                              const RmsNormParams& np, const Tensor& w_gate_up, Tensor& out) {
+  const char* op = "norm_linear_gate_up_silu";
+  expect_dev(op, "out", out, 2);
+  expect_half(op, "out", out, residual.dtype);
+  TF_CHECK(w_gate_up.shape.size() == 2 && w_gate_up.shape[0] == 2 * out.shape[1] && out.shape[0] == residual.shape[0],
+           op << ": W " << shape_str(w_gate_up.shape) << " and out " << shape_str(out.shape)
+              << " do not match (expected [2 inter, in] and [n, inter])");
+  cuda::SkinnyNormGemmParams p;
+  if (!norm_gemm_params(op, residual, add, sum_out, norm_weight, np, w_gate_up, nullptr, p)) return false;
+  if (out.shape[1] % 8 != 0) return false;
+  p.y = out.data;
+  cuda::gemm_skinny_norm_gate_up_silu(p, cuda::compute_stream());
+  return true;
+}
+
+bool norm_linear_rope_qkv_to_cache(const Tensor& residual, const Tensor* add, Tensor* sum_out,
+                                   const Tensor& norm_weight, const RmsNormParams& np, const Tensor& w_qkv,
+                                   const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor& slots,
+                                   Tensor& q_out, Tensor& k_cache, Tensor& v_cache) {
+  const char* op = "norm_linear_rope_qkv_to_cache";
+  expect_dev(op, "q_out", q_out, 3);
+  expect_dev(op, "cos", cos, 2);
+  expect_dev(op, "rows", rows, 1);
+  expect_dev(op, "slots", slots, 1);
+  expect_half(op, "q_out", q_out, residual.dtype);
+  cuda::SkinnyNormGemmParams p;
+  if (!norm_gemm_params(op, residual, add, sum_out, norm_weight, np, w_qkv, nullptr, p)) return false;
+  if (q_out.shape[2] % 16 != 0) return false;
+  const cuda::RopeQkvParams r = rope_destination(cos, sin, rows, &slots, q_out, k_cache, v_cache, true);
+  cuda::gemm_skinny_norm_qkv_rope(p, r, cuda::compute_stream());
   return true;
 }
 
@@ -484,6 +532,15 @@ bool linear_gate_up_silu(const Tensor&, const Tensor&, Tensor&) { none("linear_g
 bool linear_rope_qkv_to_cache(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                               Tensor&, Tensor&, Tensor&) {
   none("linear_rope_qkv_to_cache");
+}
+bool norm_linear_gate_up_silu(const Tensor&, const Tensor*, Tensor*, const Tensor&, const RmsNormParams&, const Tensor&,
+                              Tensor&) {
+  none("norm_linear_gate_up_silu");
+}
+bool norm_linear_rope_qkv_to_cache(const Tensor&, const Tensor*, Tensor*, const Tensor&, const RmsNormParams&,
+                                   const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
+                                   Tensor&, Tensor&) {
+  none("norm_linear_rope_qkv_to_cache");
 }
 void attention(const Tensor&, const Tensor&, const KVView&, Tensor&, const AttentionParams&) { none("attention"); }
 void argmax(const Tensor&, Tensor&, const ArgmaxIds*) { none("argmax"); }

@@ -33,6 +33,15 @@ bool linear_gate_up_silu(const Tensor& x, const Tensor& w_gate_up, Tensor& out);
 bool linear_rope_qkv_to_cache(const Tensor& x, const Tensor& w_qkv, const Tensor& cos, const Tensor& sin,
                               const Tensor& rows, const Tensor& slots, Tensor& q_out, Tensor& k_cache,
                               Tensor& v_cache);
+// ops::norm_linear_gate_up_silu's and ops::norm_linear_rope_qkv_to_cache's
+// one launch; false (nothing launched) where the norm prologue or the
+// epilogue cannot take the shape.
+bool norm_linear_gate_up_silu(const Tensor& residual, const Tensor* add, Tensor* sum_out, const Tensor& norm_weight,
+                              const RmsNormParams& np, const Tensor& w_gate_up, Tensor& out);
+bool norm_linear_rope_qkv_to_cache(const Tensor& residual, const Tensor* add, Tensor* sum_out,
+                                   const Tensor& norm_weight, const RmsNormParams& np, const Tensor& w_qkv,
+                                   const Tensor& cos, const Tensor& sin, const Tensor& rows, const Tensor& slots,
+                                   Tensor& q_out, Tensor& k_cache, Tensor& v_cache);
 void attention(const Tensor& q, const Tensor& q_slots, const KVView& kv, Tensor& out, const AttentionParams& p);
 void argmax(const Tensor& x, Tensor& out, const ArgmaxIds* ids);
 void softmax_top_p(const Tensor& logits, Tensor& probs, const SoftmaxParams& p);
