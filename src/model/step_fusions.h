@@ -33,6 +33,10 @@
 //     (and the residual add before it) in their prologue
 //     (kernels/gemm_skinny_norm.cuh), with the norm kernels' own row code: two
 //     launches a layer fewer; the residual alternates between two buffers.
+//     With fused_qkv_rope and fused_gate_up_silu those epilogues run in the
+//     same launches (the norm, the GEMM and RoPE + the KV write, or the
+//     SwiGLU, in one kernel): a layer of a step is then five launches (q/k/v,
+//     attention, o, gate/up, down) where the defaults run seven.
 //   fused_gate_up_silu (TRIFORCE_FUSED_GATE_UP_SILU, on by default: measured
 //     faster with fused_qkv_rope, results/h100/step-fusions): the stacked
 //     gate/up GEMM of a step writes silu(gate) * up itself (its tiles pair
