@@ -10,12 +10,12 @@
 set -uo pipefail
 build=$1 out=$2
 mkdir -p "$out"
-(cd "$build" && timeout 300 ctest --output-on-failure \
+(cd "$build" && timeout 220 ctest --output-on-failure \
   -R '^(test_kernels_step_fusions|test_model_step_fusions|test_kernels_norm_gemm|test_kernels_gemm_skinny|test_persistent_step)$') \
   >"$out/ctest_norm_epilogue.log" 2>&1
 echo "ctest: exit $?"
 grep -E "tests passed|Failed|FAILED|\(Passed\)|\(Failed\)" "$out/ctest_norm_epilogue.log" | head -20
-timeout 240 "$build/tests/bench_model_gpu" \
+timeout 200 "$build/tests/bench_model_gpu" \
   --benchmark_filter='(BM_Step135M/(256|6478)/1/(25|33|57)|BM_Verify135M/(256|6478)/1/3/(25|57)|BM_DraftStep68M/250/1/(25|57)|BM_DraftVerify68M/250/1/3/(25|57)|BM_Decode7B/8192/1/(24|56))(/|$)' \
   --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_out="$out/norm_epilogue_ab.json" 2>&1 | tee "$out/norm_epilogue_ab_stdout.txt" | grep -E "_median|rror"
