@@ -43,6 +43,9 @@ std::string short_name(const char* mangled) {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string s = status == 0 && d ? d : mangled;
   std::free(d);
+  // Our kernels live in anonymous namespaces, whose "(" would cut the name before it starts.
+  for (const std::string anon : {"(anonymous namespace)::", "{anonymous}::"})
+    for (auto at = s.find(anon); at != std::string::npos; at = s.find(anon)) s.erase(at, anon.size());
   for (const char c : {'(', '<'})
     if (const auto at = s.find(c); at != std::string::npos) s.resize(at);
   if (const auto at = s.rfind("::"); at != std::string::npos) s = s.substr(at + 2);
