@@ -369,17 +369,21 @@ void gemm_skinny_gate_up_silu(const SkinnyGemmParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
+void check_qkv_rope_params(const char* op, int64_t out, int64_t n, DType dtype, const RopeQkvParams& r) {
+  const int64_t half = r.head_dim / 2;
+  TF_CHECK(r.head_dim > 0 && half % 8 == 0 && out == (r.q_heads + 2 * r.kv_heads) * r.head_dim && r.n == n &&
+               r.dtype == dtype,
+           "cuda::" << op << ": out " << out << " is not " << r.q_heads << " + 2 x " << r.kv_heads << " heads of "
+                    << r.head_dim << " (head_dim / 2 a multiple of 8)");
+  TF_CHECK(r.q_out && r.cos && r.sin && r.rows && (r.kv_heads == 0 || (r.k_out && r.v_out)),
+           "cuda::" << op << ": a null destination, table or rows");
+}
+
 void gemm_skinny_qkv_rope(const SkinnyGemmParams& p, const RopeQkvParams& r, cudaStream_t stream) {
   if (p.n == 0 || p.out == 0) return;
   check_epilogue_params(p, "gemm_skinny_qkv_rope");
-  const int64_t half = r.head_dim / 2;
-  TF_CHECK(r.head_dim > 0 && half % 8 == 0 && p.out == (r.q_heads + 2 * r.kv_heads) * r.head_dim && r.n == p.n &&
-               r.dtype == p.dtype,
-           "cuda::gemm_skinny_qkv_rope: out " << p.out << " is not " << r.q_heads << " + 2 x " << r.kv_heads
-                                              << " heads of " << r.head_dim << " (head_dim / 2 a multiple of 8)");
-  TF_CHECK(r.q_out && r.cos && r.sin && r.rows && (r.kv_heads == 0 || (r.k_out && r.v_out)),
-           "cuda::gemm_skinny_qkv_rope: a null destination, table or rows");
-  const int64_t per_head = half / 8;
+  check_qkv_rope_params("gemm_skinny_qkv_rope", p.out, p.n, p.dtype, r);
+  const int64_t half = r.head_dim / 2, per_head = half / 8;
   TF_DISPATCH_HALF(p.dtype, T, {
     launch_epilogue<T>(p, p.out / 16, RopePairRows{half, per_head}, RopeQkvStore<T>{r, per_head}, stream);
   });

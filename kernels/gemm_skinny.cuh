@@ -78,5 +78,8 @@ void gemm_skinny_gate_up_silu(const SkinnyGemmParams& p, cudaStream_t stream = n
 // r.q, r.k and r.v are unused (there is no stored output); r.n, r.dtype and
 // the heads must match p.
 void gemm_skinny_qkv_rope(const SkinnyGemmParams& p, const RopeQkvParams& r, cudaStream_t stream = nullptr);
+// The q/k/v RoPE epilogue's conditions on r against a GEMM of `out` rows, n
+// tokens, dtype (this one's and gemm_skinny_norm_qkv_rope's); fails naming op.
+void check_qkv_rope_params(const char* op, int64_t out, int64_t n, DType dtype, const RopeQkvParams& r);
 
 }  // namespace tf::cuda

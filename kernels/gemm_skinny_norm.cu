@@ -176,14 +176,8 @@ void gemm_skinny_norm_gate_up_silu(const SkinnyNormGemmParams& p, cudaStream_t s
 
 void gemm_skinny_norm_qkv_rope(const SkinnyNormGemmParams& p, const RopeQkvParams& r, cudaStream_t stream) {
   check_params(p, "gemm_skinny_norm_qkv_rope", false);
-  const int64_t half = r.head_dim / 2;
-  TF_CHECK(r.head_dim > 0 && half % 8 == 0 && p.out == (r.q_heads + 2 * r.kv_heads) * r.head_dim && r.n == p.n &&
-               r.dtype == p.dtype,
-           "cuda::gemm_skinny_norm_qkv_rope: out " << p.out << " is not " << r.q_heads << " + 2 x " << r.kv_heads
-                                                   << " heads of " << r.head_dim << " (head_dim / 2 a multiple of 8)");
-  TF_CHECK(r.q_out && r.cos && r.sin && r.rows && (r.kv_heads == 0 || (r.k_out && r.v_out)),
-           "cuda::gemm_skinny_norm_qkv_rope: a null destination, table or rows");
-  const int64_t per_head = half / 8;
+  check_qkv_rope_params("gemm_skinny_norm_qkv_rope", p.out, p.n, p.dtype, r);
+  const int64_t half = r.head_dim / 2, per_head = half / 8;
   TF_DISPATCH_HALF(p.dtype, T, {
     launch<T>(p, p.out / 16, skinny::RopePairRows{half, per_head}, skinny::RopeQkvStore<T>{r, per_head}, stream);
   });

@@ -102,6 +102,17 @@ struct HeadShape {
 };
 const HeadShape kHeads[] = {{4, 4, 64}, {9, 3, 64}, {8, 2, 128}, {32, 8, 128}};
 
+// A one-layer device cache of `cap` slots, all claimed, K and V poisoned (0xFF: NaN).
+FullKVCache poisoned_layer_cache(int64_t KH, int64_t D, int64_t cap, DType dt) {
+  FullKVCache c(1, KH, D, cap, Device::CUDA, dt);
+  std::vector<int32_t> all(static_cast<size_t>(cap));
+  for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
+  c.append_slots(all.data(), cap);
+  Tensor lk = c.layer_k(0), lv = c.layer_v(0);
+  poison(lk), poison(lv);
+  return c;
+}
+
 }  // namespace
 
 TEST(KernelsStepFusions, RopeQkvToCacheAndSplitMatchCpuAndUnfused) {
@@ -131,14 +142,7 @@ TEST(KernelsStepFusions, RopeQkvToCacheAndSplitMatchCpuAndUnfused) {
           // Unfused CUDA: rope_apply_rows in place, then the cache write at the device slots.
           Tensor uq = to_device_as(hq, Device::CUDA, dt), uk = to_device_as(hk, Device::CUDA, dt);
           ops::rope_apply_rows(uq, uk, dcos, dsin, drows);
-          FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
-          std::vector<int32_t> all(static_cast<size_t>(cap));
-          for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
-          for (FullKVCache* c : {&ucache, &fcache}) {
-            c->append_slots(all.data(), cap);
-            Tensor lk = c->layer_k(0), lv = c->layer_v(0);
-            poison(lk), poison(lv);
-          }
+          FullKVCache ucache = poisoned_layer_cache(KH, D, cap, dt), fcache = poisoned_layer_cache(KH, D, cap, dt);
           ucache.write_at(0, dslots, uk, dv);
 
           // Fused, to the cache.
@@ -290,14 +294,7 @@ TEST(KernelsStepFusions, QkvRopeEpilogueEqualsGemmThenRopeToCache) {
         Tensor x = to_device_as(host_random({n, sh.hidden}, 61 + n + sh.hidden, 2.0f), Device::CUDA, dt);
         Tensor w = to_device_as(host_random({ld, sh.hidden}, 63 + ld, 0.08f), Device::CUDA, dt);
 
-        FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
-        std::vector<int32_t> all(static_cast<size_t>(cap));
-        for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
-        for (FullKVCache* c : {&ucache, &fcache}) {
-          c->append_slots(all.data(), cap);
-          Tensor lk = c->layer_k(0), lv = c->layer_v(0);
-          poison(lk), poison(lv);
-        }
+        FullKVCache ucache = poisoned_layer_cache(KH, D, cap, dt), fcache = poisoned_layer_cache(KH, D, cap, dt);
         Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D});
         ops::linear(x, w, qkv);
         {
@@ -411,14 +408,7 @@ TEST(KernelsStepFusions, NormQkvRopeEqualsNormGemmThenRopeToCache) {
           Tensor w = to_device_as(host_random({ld, sh.hidden}, 83 + ld, 0.08f), Device::CUDA, dt);
           const Tensor* add = mode ? &a.add : nullptr;
 
-          FullKVCache ucache(1, KH, D, cap, Device::CUDA, dt), fcache(1, KH, D, cap, Device::CUDA, dt);
-          std::vector<int32_t> all(static_cast<size_t>(cap));
-          for (int64_t i = 0; i < cap; ++i) all[size_t(i)] = int32_t(i);
-          for (FullKVCache* c : {&ucache, &fcache}) {
-            c->append_slots(all.data(), cap);
-            Tensor lk = c->layer_k(0), lv = c->layer_v(0);
-            poison(lk), poison(lv);
-          }
+          FullKVCache ucache = poisoned_layer_cache(KH, D, cap, dt), fcache = poisoned_layer_cache(KH, D, cap, dt);
           Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D}), usum = poisoned(dt, {n, sh.hidden});
           ASSERT_TRUE(ops::norm_linear(a.residual, add, mode ? &usum : nullptr, a.norm_w, a.np, w, qkv));
           {
