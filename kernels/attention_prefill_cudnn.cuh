@@ -16,7 +16,10 @@
 // shape class (dtype, head_dim, heads, kv heads, scale) are built with
 // dynamic shapes and share one kernel cache: a new (n, kv_length) reuses the
 // compiled kernel (TRIFORCE_CUDNN_DYNAMIC_SHAPES=0 turns that off, for
-// measurement). The workspace comes from a grow-only per-device buffer; the
+// measurement). Which engine configuration a graph runs: the heuristics'
+// first choice, or the one TRIFORCE_CUDNN_ATTN_CONFIG names by cuDNN's tag
+// (built static, and an error where cuDNN cannot build it for a shape);
+// attention_prefill_cudnn_candidates lists what a benchmark can try. The workspace comes from a grow-only per-device buffer; the
 // graph runs on the caller's stream. Never call it inside a CUDA graph
 // capture (prefill-sized calls never are).
 //
@@ -28,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attention_prefill.cuh"
 
@@ -46,6 +50,18 @@ bool attention_prefill_cudnn_plan(const AttentionPrefillParams& p);
 // Runs p on cuDNN (plans it first if needed); tf::Error when cuDNN cannot.
 // p is validated by the caller (attention_prefill_config).
 void attention_prefill_cudnn(const AttentionPrefillParams& p, cudaStream_t stream = nullptr);
+
+// The tag of the engine configuration attention_prefill_cudnn runs for p ("eng8_k..."; "" where
+// cuDNN refuses the shape).
+std::string attention_prefill_cudnn_config(const AttentionPrefillParams& p);
+// Engine configurations worth timing for p's shape, by tag, not yet built: the heuristics' list
+// (modes A, B, fallback, in cuDNN's order), then each single-knob variation of its first entry
+// (every value of one knob of that engine, the others kept), without duplicates.
+std::vector<std::string> attention_prefill_cudnn_candidates(const AttentionPrefillParams& p);
+// Runs p with the engine configuration `tag` (built static and cached on first use); false, with
+// nothing run, where cuDNN cannot build it for p.
+bool attention_prefill_cudnn_with(const AttentionPrefillParams& p, const std::string& tag,
+                                  cudaStream_t stream = nullptr);
 
 struct CudnnAttentionStats {
   int64_t graphs_built = 0;    // graphs built (a shape seen for the first time, or again after eviction)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/cudnn_config_tag.h"
 
 extern char** environ;
 
@@ -51,6 +52,9 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_PERSISTENT_STAGE_WEIGHTS", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_PERSISTENT_KV_PREFETCH", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_CUDNN_DYNAMIC_SHAPES", "0 or 1", switch01, "kernels/attention_prefill_cudnn.cpp"},
+    {"TRIFORCE_CUDNN_ATTN_CONFIG", "heuristic or a cuDNN engine-config tag (eng<N>_k<type>=<value>...)",
+     [](const std::string& v) { return v == "heuristic" || parse_cudnn_config_tag(v); },
+     "kernels/attention_prefill_cudnn.cpp"},
     {"TRIFORCE_ATTN_SPLIT_SLOTS", "auto or a multiple of 64 (>= 64)",
      [](const std::string& v) { return v == "auto" || (int_in(v, 64, int64_t(1) << 30) && std::atoll(v.c_str()) % 64 == 0); },
      "ops/cpu/ops_cpu.cpp"},

@@ -15,6 +15,14 @@
 // (n = C, kv_length = C, 2C, ..., L), with counters for cuDNN's graph building
 // on a cold cache (plan_s_cold: the warm-up's first pass; graphs: how many).
 // Args: length, kv heads, config (kPrefillOurs or kPrefillCudnn), chunk.
+// BM_AttentionPrefillCudnnConfigs times every engine configuration cuDNN lists for
+// the chunk shapes (attention_prefill_cudnn_candidates: the heuristics' list and
+// the single-knob variations of its first entry) on the same chunked layer, after
+// the default path (the heuristics' choice, dynamic shapes), and checks each
+// one's output against the default's (bf16 tolerance). It prints one line per
+// configuration ("cudnn_config <len> <kv heads> <chunk> <tag> <ms> <TFLOPS> <max_abs_diff>")
+// and the best one's tag as the label: the value to try as TRIFORCE_CUDNN_ATTN_CONFIG.
+// Args: length, kv heads, chunk.
 // The issue-18 set in about a minute: --benchmark_filter='BM_AttentionPrefill(Chunked)?/[0-9]+/(32|8)/(1/)?(9|10)(/|$)'
 #include <benchmark/benchmark.h>
 
@@ -23,6 +31,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -177,6 +188,121 @@ void BM_AttentionPrefillChunked(benchmark::State& state) {
   state.counters["graphs"] = double(after.graphs_built - before.graphs_built);
   state.counters["graphs_dynamic"] = double(after.graphs_dynamic - before.graphs_dynamic);
 }
+
+// The chunked calls of one layer of a len-token prefill (BM_AttentionPrefillChunked's).
+std::vector<tf::cuda::AttentionPrefillParams> chunk_calls(const tf::cuda::DeviceBuffer& q, const tf::cuda::DeviceBuffer& k,
+                                                           const tf::cuda::DeviceBuffer& v, tf::cuda::DeviceBuffer& out,
+                                                           int64_t len, int64_t kv_heads, int64_t chunk, double* flops) {
+  std::vector<tf::cuda::AttentionPrefillParams> calls;
+  *flops = 0;
+  for (int64_t end = std::min(chunk, len);; end = std::min(end + chunk, len)) {
+    tf::cuda::AttentionPrefillParams p;
+    p.q = q.get(), p.k_cache = k.get(), p.v_cache = v.get(), p.out = out.get();
+    p.n = end - (calls.empty() ? 0 : calls.back().kv_length);
+    p.kv_length = end, p.num_heads = 32, p.num_kv_heads = kv_heads, p.head_dim = 128, p.capacity = len;
+    p.dtype = tf::DType::BF16;
+    calls.push_back(p);
+    *flops += tf::cuda::attention_prefill_flops(p);
+    if (end == len) break;
+  }
+  return calls;
+}
+
+std::vector<uint16_t> download_bits(const tf::cuda::DeviceBuffer& b) {
+  std::vector<uint16_t> h(b.bytes() / 2);
+  cudaMemcpy(h.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost);
+  return h;
+}
+
+void BM_AttentionPrefillCudnnConfigs(benchmark::State& state) {
+  if (!have_device(state) || !config_available(state, tf::cuda::kPrefillCudnn, 128)) return;
+  const int64_t len = state.range(0), kv_heads = state.range(1), chunk = state.range(2);
+  const auto dt = tf::DType::BF16;
+  const size_t kv_bytes = size_t(kv_heads * len * 128 * 2), q_bytes = size_t(chunk * 32 * 128 * 2);
+  tf::cuda::DeviceBuffer k(kv_bytes), v(kv_bytes), q(q_bytes), out(q_bytes);
+  fill_random(k, dt, 1), fill_random(v, dt, 2), fill_random(q, dt, 3);
+  double flops = 0;
+  const auto calls = chunk_calls(q, k, v, out, len, kv_heads, chunk, &flops);
+  // The last call's output (a whole chunk's rows) is what each configuration is checked on.
+  auto median_ms = [&](auto run) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    std::vector<float> ms;
+    for (int r = 0; r < 3; ++r) {
+      cudaEventRecord(e0);
+      run();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      ms.push_back(t);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    std::sort(ms.begin(), ms.end());
+    return double(ms[1]);
+  };
+  auto to_float = [](uint16_t b) {
+    uint32_t u = uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const std::string chosen = tf::cuda::attention_prefill_cudnn_config(calls.back());
+  for (const auto& p : calls) tf::cuda::attention_prefill_config(p, tf::cuda::kPrefillCudnn);  // warm-up
+  cudaDeviceSynchronize();
+  const auto reference = download_bits(out);
+  const double default_ms =
+      median_ms([&] { for (const auto& p : calls) tf::cuda::attention_prefill_config(p, tf::cuda::kPrefillCudnn); });
+  const double tf_default = flops / (default_ms / 1e3) / 1e12;
+  std::printf("cudnn_config %lld %lld %lld default(%s) %.3f %.1f 0\n", (long long)len, (long long)kv_heads,
+              (long long)chunk, chosen.c_str(), default_ms, tf_default);
+  std::string best_tag = "default";
+  double best_ms = default_ms;
+  int built = 0, listed = 0, wrong = 0;
+  for (const auto& tag : tf::cuda::attention_prefill_cudnn_candidates(calls.back())) {
+    ++listed;
+    bool ok = true;
+    for (const auto& p : calls) ok = ok && tf::cuda::attention_prefill_cudnn_with(p, tag);  // builds; the warm-up
+    cudaDeviceSynchronize();
+    if (!ok) {
+      std::printf("cudnn_config %lld %lld %lld %s refused\n", (long long)len, (long long)kv_heads, (long long)chunk,
+                  tag.c_str());
+      continue;
+    }
+    ++built;
+    const auto got = download_bits(out);
+    double max_diff = 0;
+    bool close = true;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float g = to_float(got[i]), r = to_float(reference[i]);
+      const float d = std::fabs(g - r);
+      if (!(d <= 1.6e-2f + 3.2e-2f * std::fabs(r))) close = false;
+      if (std::isfinite(d)) max_diff = std::max<double>(max_diff, d);
+    }
+    const double ms = median_ms([&] { for (const auto& p : calls) tf::cuda::attention_prefill_cudnn_with(p, tag); });
+    std::printf("cudnn_config %lld %lld %lld %s %.3f %.1f %.3g%s\n", (long long)len, (long long)kv_heads,
+                (long long)chunk, tag.c_str(), ms, flops / (ms / 1e3) / 1e12, max_diff, close ? "" : " MISMATCH");
+    if (!close) ++wrong;
+    if (close && ms < best_ms) best_ms = ms, best_tag = tag;
+  }
+  std::fflush(stdout);
+  for (auto _ : state) state.SetIterationTime(best_ms / 1e3);
+  state.SetLabel(best_tag);
+  state.counters["default_TFLOPS"] = tf_default;
+  state.counters["best_TFLOPS"] = flops / (best_ms / 1e3) / 1e12;
+  state.counters["best_gain"] = default_ms / best_ms;
+  state.counters["configs_listed"] = listed;
+  state.counters["configs_built"] = built;
+  state.counters["configs_mismatched"] = wrong;
+}
+BENCHMARK(BM_AttentionPrefillCudnnConfigs)
+    ->Args({32768, 32, 8192})
+    ->Args({32768, 32, 32768})
+    ->Args({131072, 32, 8192})
+    ->Args({131072, 8, 8192})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 void Shapes(benchmark::internal::Benchmark* b) {
   // Issue 18: ours vs cuDNN, bf16, MHA 32/32 and GQA 32/8, at 32K, 64K and 128K.

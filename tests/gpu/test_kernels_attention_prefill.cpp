@@ -30,6 +30,7 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include "attention_prefill.cuh"
 #include "attention_prefill_cudnn.cuh"
+#include "core/cudnn_config_tag.h"
 #include "device_buffer.cuh"
 #endif
 
@@ -43,6 +44,7 @@ struct Case {
   int64_t max_checked_rows = 600;  // query rows checked on the CPU (all when n is at most this)
   int config = 0;                  // attention_prefill_config: 0 default, kPrefillMma, kPrefillWgmma...
   bool structured = false;         // one-hot Q/K and an encoding V instead of random values
+  std::string cudnn_tag;           // with kPrefillCudnn: run this engine configuration (attention_prefill_cudnn_with)
 };
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -100,10 +102,12 @@ void fill_structured(std::vector<float>& q, std::vector<float>& k, std::vector<f
     }
 }
 
-void run_case(const Case& c) {
+// False when the kernel did not run the case (cuDNN refused it).
+bool run_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "n=" << c.n << " kv=" << c.kv << " D=" << c.D << " H=" << c.H
                                   << " KH=" << c.KH << " " << tf::dtype_name(c.dt) << " kernel "
-                                  << kernel_name(c.config) << (c.structured ? " structured" : ""));
+                                  << kernel_name(c.config) << (c.structured ? " structured" : "") << " "
+                                  << c.cudnn_tag);
   const int64_t cap = c.kv + 11, D = c.D, G = c.H / c.KH;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> k(c.KH * cap * D, nan), v(c.KH * cap * D, nan), q(c.n * c.H * D);
@@ -130,9 +134,13 @@ void run_case(const Case& c) {
     // Prefill calls have more than 32 queries (fewer go to the decode kernel): those cuDNN must run.
     if (c.n > 32) ADD_FAILURE() << "cuDNN refuses " << tf::cuda::cudnn_attention_stats().last_refusal;
     else std::printf("note: cuDNN refuses %s (not a prefill shape)\n", tf::cuda::cudnn_attention_stats().last_refusal.c_str());
-    return;
+    return false;
   }
-  tf::cuda::attention_prefill_config(p, c.config);
+  if (!c.cudnn_tag.empty()) {
+    if (!tf::cuda::attention_prefill_cudnn_with(p, c.cudnn_tag)) return false;
+  } else {
+    tf::cuda::attention_prefill_config(p, c.config);
+  }
   CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = tf::cuda::download_as(dout, q.size(), c.dt);
 
@@ -194,6 +202,7 @@ void run_case(const Case& c) {
         }
       }
   EXPECT_EQ(bad, 0u) << bad << " of " << rows.size() * c.H * D << " checked elements off; max |err| " << max_err;
+  return true;
 }
 #endif
 
@@ -304,6 +313,37 @@ TEST(KernelsAttentionPrefill, CudnnShapes) {
         << "cuDNN refuses the 7B/8B chunk shape: " << tf::cuda::cudnn_attention_stats().last_refusal;
   }
   EXPECT_GT(tf::cuda::cudnn_attention_stats().runs, 0);
+#endif
+}
+
+// Every engine configuration a benchmark may pin (attention_prefill_cudnn_candidates) and cuDNN builds
+// computes the attention within the same tolerance of the CPU reference, as a chunk after earlier keys
+// with GQA: a configuration chosen for speed (TRIFORCE_CUDNN_ATTN_CONFIG) must not change the result.
+TEST(KernelsAttentionPrefill, CudnnEngineConfigs) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  if (!tf::cuda::cudnn_attention_available())
+    GTEST_SKIP() << "cuDNN attention unavailable: " << tf::cuda::cudnn_attention_version();
+  tf::cuda::AttentionPrefillParams p;
+  tf::cuda::DeviceBuffer buf(16);
+  p.q = p.k_cache = p.v_cache = buf.get(), p.out = buf.get();
+  p.n = 300, p.kv_length = 700, p.capacity = 700 + 11, p.num_heads = 8, p.num_kv_heads = 4, p.head_dim = 128;
+  p.dtype = DType::BF16;
+  const std::string chosen = tf::cuda::attention_prefill_cudnn_config(p);
+  EXPECT_TRUE(tf::parse_cudnn_config_tag(chosen)) << "the default's configuration tag: '" << chosen << "'";
+  const auto tags = tf::cuda::attention_prefill_cudnn_candidates(p);
+  ASSERT_FALSE(tags.empty()) << "no engine configuration listed";
+  int built = 0;
+  std::string ran;
+  for (const auto& tag : tags) {
+    Case c{300, 700, 128, 8, 4, DType::BF16, 600, tf::cuda::kPrefillCudnn};
+    c.cudnn_tag = tag;
+    if (run_case(c)) ++built, ran += " " + tag;
+  }
+  std::printf("cuDNN engine configurations: %d of %zu build; default %s; ran%s\n", built, tags.size(), chosen.c_str(),
+              ran.c_str());
+  EXPECT_GE(built, 1);
+  EXPECT_FALSE(tf::cuda::attention_prefill_cudnn_with(p, "eng999999")) << "an engine that does not exist ran";
 #endif
 }
 

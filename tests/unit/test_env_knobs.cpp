@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/cudnn_config_tag.h"
 #include "core/env_knobs.h"
 
 using namespace tf;
@@ -40,7 +41,8 @@ TEST(EnvKnobs, AcceptsKnownValuesAndOtherVariables) {
                    "TRIFORCE_SKINNY_VARIANT=2", "TRIFORCE_PERSISTENT_BLOCKS_PER_SM=8", "TRIFORCE_CACHE=/tmp/x",
                    "TRIFORCE_PREFETCH_MIB=all", "TRIFORCE_PREFETCH_MIB=auto", "TRIFORCE_PREFETCH_MIB=12",
                    "TRIFORCE_DEFAULT_DRAFT=none", "TRIFORCE_TP_LM_HEAD=replicated", "TRIFORCE_GIT_DIRTY=0",
-                   "TRIFORCE_BIN=/opt/triforce", "TRIFORCE_SANITIZER_SHAPES=1"}),
+                   "TRIFORCE_BIN=/opt/triforce", "TRIFORCE_SANITIZER_SHAPES=1",
+                   "TRIFORCE_CUDNN_ATTN_CONFIG=heuristic", "TRIFORCE_CUDNN_ATTN_CONFIG=eng8_k2=7_k3=-1_k24=0"}),
             "");
   // An empty value is unset, as every reader takes it.
   EXPECT_EQ(check({"TRIFORCE_PDL=", "TRIFORCE_GEMM_ALGO="}), "");
@@ -61,6 +63,11 @@ TEST(EnvKnobs, RefusesBadValuesNamingTheVariable) {
       {"TRIFORCE_PREFETCH_MIB=-1", "expected all, auto or an integer from 0 to 1048576"},
       {"TRIFORCE_TP_COMM=mpi", "expected nccl or host"},
       {"TRIFORCE_TP_LM_HEAD=sliced", "expected replicated or vocab-parallel"},
+      {"TRIFORCE_CUDNN_ATTN_CONFIG=fastest", "TRIFORCE_CUDNN_ATTN_CONFIG=fastest: expected heuristic or a cuDNN"},
+      {"TRIFORCE_CUDNN_ATTN_CONFIG=eng8_k2", "expected heuristic or a cuDNN engine-config tag"},
+      {"TRIFORCE_CUDNN_ATTN_CONFIG=eng_k2=1", "expected heuristic or a cuDNN engine-config tag"},
+      {"TRIFORCE_CUDNN_ATTN_CONFIG=eng8_k2=7_", "expected heuristic or a cuDNN engine-config tag"},
+      {"TRIFORCE_CUDNN_ATTN_CONFIG=eng8_k2=1234567890123456789", "expected heuristic or a cuDNN engine-config tag"},
   };
   for (const auto& [entry, want] : bad) EXPECT_NE(check({"PATH=/bin", entry}).find(want), std::string::npos) << entry;
 }
@@ -72,6 +79,20 @@ TEST(EnvKnobs, RefusesUnknownNamesWithTheClosest) {
   EXPECT_NE(check({"TRIFORCE_WARM_STEP_GRAPH=1"}).find("did you mean TRIFORCE_WARM_STEP_GRAPHS?"), std::string::npos);
   const std::string c = check({"TRIFORCE_CUDA=OFF"});
   EXPECT_NE(c.find("TRIFORCE_CUDA is a CMake option"), std::string::npos) << c;
+}
+
+// cuDNN's engine-config tags parse into the engine and the (type, choice) pairs and print back the same.
+TEST(EnvKnobs, CudnnConfigTagsRoundTrip) {
+  CudnnConfigTag t;
+  ASSERT_TRUE(parse_cudnn_config_tag("eng8_k2=7_k3=-1_k24=0", &t));
+  EXPECT_EQ(t.engine, 8);
+  ASSERT_EQ(t.knobs.size(), 3u);
+  EXPECT_EQ(t.knobs[1], (std::pair<int64_t, int64_t>{3, -1}));
+  EXPECT_EQ(cudnn_config_tag_string(t), "eng8_k2=7_k3=-1_k24=0");
+  ASSERT_TRUE(parse_cudnn_config_tag("eng0", &t));
+  EXPECT_TRUE(t.knobs.empty());
+  for (const char* bad : {"", "eng", "eng-1", "eng8_", "eng8_k=1", "eng8_k2=", "eng8_k2=-", "eng8_k2=1x", "Eng8", "eng8 "})
+    EXPECT_FALSE(parse_cudnn_config_tag(bad)) << bad;
 }
 
 // Every TRIFORCE_* name the sources read from the environment is in the table
