@@ -113,6 +113,63 @@ FullKVCache poisoned_layer_cache(int64_t KH, int64_t D, int64_t cap, DType dt) {
   return c;
 }
 
+// An AssertionResult rather than a void helper, so that ASSERT_TRUE at the call site still ends the test at the
+// first bad element, as the inline loops did.
+::testing::AssertionResult all_finite(const Tensor& device_tensor, const std::string& what) {
+  const Tensor h = to_host_f32(device_tensor);
+  for (int64_t j = 0; j < h.numel(); ++j)
+    if (!std::isfinite(h.ptr<float>()[j]))
+      return ::testing::AssertionFailure() << what << " element " << j << ": " << h.ptr<float>()[j];
+  return ::testing::AssertionSuccess();
+}
+
+struct QkvShape {
+  int64_t hidden, H, KH, D;
+};
+
+// The RoPE inputs of the fused-epilogue tests: some tokens' table rows past the tables (NaN q/k rows, as the unfused
+// kernel gives) and some slots past the cache (never written, so the poison must stay); both_sides sends some of them
+// below zero too, covering both ends of the kernels' bounds checks.
+struct RopeInputs {
+  int64_t table_rows = 40, cap = 0;
+  std::vector<int32_t> rows, slots;  // host copies, to tell which tokens the kernels must skip
+  Tensor dcos, dsin, drows, dslots;
+};
+RopeInputs rope_inputs(int64_t n, int64_t D, bool both_sides) {
+  RopeInputs r;
+  r.cap = 2 * n + 7;
+  Tensor cos, sin;
+  rope_tables(r.table_rows, D, cos, sin);
+  r.rows.resize(static_cast<size_t>(n)), r.slots.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    // Every fifth token past the tables, every fourth past the cache.
+    const bool odd = i % 2 != 0;
+    r.rows[size_t(i)] = i % 5 == 4 ? int32_t(both_sides && odd ? -1 - i : r.table_rows + i)
+                                   : int32_t((i * 11 + 3) % r.table_rows);
+    // (i % 4 == 3 is always odd: the side of a slot past the cache alternates with i / 4 instead.)
+    const bool below = both_sides && (i / 4) % 2 == 0;
+    r.slots[size_t(i)] = i % 4 == 3 ? int32_t(below ? -1 - i : r.cap + i) : int32_t(r.cap - 1 - 2 * i);
+  }
+  r.dcos = device_f32(cos), r.dsin = device_f32(sin), r.drows = device_i32(r.rows), r.dslots = device_i32(r.slots);
+  return r;
+}
+
+// The bitwise comparison alone would pass on two constant outputs: q rows of in-table tokens must be finite and the
+// others NaN. Checks the first `per_row` elements of each [H, D] row of q; an AssertionResult for ASSERT_TRUE.
+::testing::AssertionResult q_rows_follow_tables(const Tensor& q, const RopeInputs& r, int64_t per_row) {
+  const Tensor hq = to_host_f32(q);
+  const int64_t n = hq.shape[0], row = hq.numel() / n;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool in_table = r.rows[size_t(i)] >= 0 && r.rows[size_t(i)] < r.table_rows;
+    for (int64_t j = 0; j < per_row; ++j)
+      if (bool(std::isfinite(hq.ptr<float>()[i * row + j])) != in_table)
+        return ::testing::AssertionFailure() << "token " << i << " q element " << j << ": "
+                                             << hq.ptr<float>()[i * row + j] << (in_table ? ", in" : ", past")
+                                             << " the tables";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 }  // namespace
 
 TEST(KernelsStepFusions, RopeQkvToCacheAndSplitMatchCpuAndUnfused) {
@@ -227,8 +284,7 @@ TEST(KernelsStepFusions, SiluMulDownGemmEqualsSiluMulThenLinear) {
           const std::vector<uint8_t> u = raw(unused);
           EXPECT_TRUE(std::all_of(u.begin(), u.end(), [](uint8_t b) { return b == 0xFF; }))
               << "the fused path wrote its fallback scratch";
-          Tensor hy = to_host_f32(fused);
-          for (int64_t j = 0; j < hy.numel(); ++j) ASSERT_TRUE(std::isfinite(hy.ptr<float>()[j])) << j;
+          ASSERT_TRUE(all_finite(fused, "silu-down GEMM"));
         }
 }
 
@@ -260,8 +316,7 @@ TEST(KernelsStepFusions, GateUpSiluEpilogueEqualsGemmThenSiluMul) {
         ops::linear_gate_up_silu(x, w, fused, scratch);
         expect_bitwise(fused, plain, "gate/up GEMM + SwiGLU");
         EXPECT_TRUE(untouched(scratch)) << "the fused path wrote its fallback scratch";
-        const Tensor h = to_host_f32(fused);
-        for (int64_t j = 0; j < h.numel(); ++j) ASSERT_TRUE(std::isfinite(h.ptr<float>()[j])) << "element " << j;
+        ASSERT_TRUE(all_finite(fused, "gate/up GEMM + SwiGLU"));
       }
 }
 
@@ -273,62 +328,46 @@ TEST(KernelsStepFusions, GateUpSiluEpilogueEqualsGemmThenSiluMul) {
 // slot is outside the cache (never written: the poison must stay).
 TEST(KernelsStepFusions, QkvRopeEpilogueEqualsGemmThenRopeToCache) {
   REQUIRE_DEVICE();
-  struct Shape {
-    int64_t hidden, H, KH, D;
-  };
   for (DType dt : kDtypes)
-    for (Shape sh : {Shape{576, 9, 3, 64}, Shape{768, 12, 12, 64}, Shape{200, 8, 2, 128}, Shape{1024, 12, 4, 128}})
+    for (QkvShape sh : {QkvShape{576, 9, 3, 64}, {768, 12, 12, 64}, {200, 8, 2, 128}, {1024, 12, 4, 128}})
       for (int64_t n : kEpilogueSteps) {
         SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << sh.hidden << " H=" << sh.H
                                           << " KH=" << sh.KH << " D=" << sh.D << " n=" << n);
-        const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D, table_rows = 40, cap = 2 * n + 7;
-        Tensor cos, sin;
-        rope_tables(table_rows, D, cos, sin);
-        std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) {
-          // Every fifth token past the tables (either side), every fourth past the cache (either side).
-          rows_v[size_t(i)] = i % 5 == 4 ? int32_t(i % 2 ? -1 - i : table_rows + i) : int32_t((i * 11 + 3) % table_rows);
-          slots_v[size_t(i)] = i % 4 == 3 ? int32_t(i % 2 ? cap + i : -1 - i) : int32_t(cap - 1 - 2 * i);
-        }
-        Tensor dcos = device_f32(cos), dsin = device_f32(sin), drows = device_i32(rows_v), dslots = device_i32(slots_v);
+        const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D;
+        const RopeInputs r = rope_inputs(n, D, /*both_sides=*/true);
         Tensor x = to_device_as(host_random({n, sh.hidden}, 61 + n + sh.hidden, 2.0f), Device::CUDA, dt);
         Tensor w = to_device_as(host_random({ld, sh.hidden}, 63 + ld, 0.08f), Device::CUDA, dt);
 
-        FullKVCache ucache = poisoned_layer_cache(KH, D, cap, dt), fcache = poisoned_layer_cache(KH, D, cap, dt);
+        FullKVCache ucache = poisoned_layer_cache(KH, D, r.cap, dt), fcache = poisoned_layer_cache(KH, D, r.cap, dt);
         Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D});
         ops::linear(x, w, qkv);
         {
           Tensor uk = ucache.layer_k(0), uv = ucache.layer_v(0);
-          ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), dcos, dsin, drows, dslots, uq, uk, uv);
+          ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), r.dcos, r.dsin, r.drows, r.dslots, uq, uk, uv);
         }
         Tensor fq = poisoned(dt, {n, H, D}), scratch = poisoned(dt, {n, ld});
         Tensor fk = fcache.layer_k(0), fv = fcache.layer_v(0);
-        ops::linear_rope_qkv_to_cache(x, w, dcos, dsin, drows, dslots, fq, fk, fv, scratch);
+        ops::linear_rope_qkv_to_cache(x, w, r.dcos, r.dsin, r.drows, r.dslots, fq, fk, fv, scratch);
         expect_bitwise(fq, uq, "q");
         expect_bitwise(fk, ucache.layer_k(0), "K layer (written and untouched slots)");
         expect_bitwise(fv, ucache.layer_v(0), "V layer (written and untouched slots)");
         EXPECT_TRUE(untouched(scratch)) << "the fused path wrote its fallback scratch";
-        // The reference itself: q rows of in-table tokens finite, the others NaN; out-of-cache slots unwritten.
-        const Tensor hq = to_host_f32(fq);
-        for (int64_t i = 0; i < n; ++i) {
-          const bool in_table = rows_v[size_t(i)] >= 0 && rows_v[size_t(i)] < table_rows;
-          for (int64_t j = 0; j < H * D; ++j)
-            ASSERT_EQ(std::isfinite(hq.ptr<float>()[i * H * D + j]), in_table) << "token " << i << " q element " << j;
-        }
+        ASSERT_TRUE(q_rows_follow_tables(fq, r, H * D));
+        // The reference itself: out-of-cache slots unwritten.
         const Tensor hv = to_host_f32(fv);
         int64_t written = 0;
         for (int64_t i = 0; i < n; ++i) {
-          const int32_t slot = slots_v[size_t(i)];
-          if (slot < 0 || slot >= cap) continue;
+          const int32_t slot = r.slots[size_t(i)];
+          if (slot < 0 || slot >= r.cap) continue;
           ++written;
           for (int64_t h = 0; h < KH; ++h)
             for (int64_t j = 0; j < D; ++j)
-              ASSERT_TRUE(std::isfinite(hv.ptr<float>()[(h * cap + slot) * D + j])) << "token " << i << " v";
+              ASSERT_TRUE(std::isfinite(hv.ptr<float>()[(h * r.cap + slot) * D + j])) << "token " << i << " v";
         }
         int64_t poisoned_slots = 0;  // every slot no token names keeps the 0xFF poison (NaN)
-        for (int64_t slot = 0; slot < cap; ++slot)
+        for (int64_t slot = 0; slot < r.cap; ++slot)
           poisoned_slots += std::isnan(hv.ptr<float>()[slot * D]) ? 1 : 0;
-        EXPECT_EQ(poisoned_slots, cap - written);
+        EXPECT_EQ(poisoned_slots, r.cap - written);
       }
 }
 
@@ -378,57 +417,41 @@ TEST(KernelsStepFusions, NormGateUpSiluEqualsNormGemmThenSiluMul) {
           expect_bitwise(fused, plain, "norm + gate/up GEMM + SwiGLU");
           expect_bitwise(fsum, usum, "the stored sum");
           if (!mode) EXPECT_TRUE(untouched(fsum)) << "no add: nothing stored";
-          const Tensor h = to_host_f32(fused);
-          for (int64_t j = 0; j < h.numel(); ++j) ASSERT_TRUE(std::isfinite(h.ptr<float>()[j])) << "element " << j;
+          ASSERT_TRUE(all_finite(fused, "norm + gate/up GEMM + SwiGLU"));
         }
 }
 
 TEST(KernelsStepFusions, NormQkvRopeEqualsNormGemmThenRopeToCache) {
   REQUIRE_DEVICE();
-  struct Shape {
-    int64_t hidden, H, KH, D;
-  };
   for (DType dt : kDtypes)
-    for (Shape sh : {Shape{576, 9, 3, 64}, Shape{200, 8, 2, 128}, Shape{1024, 12, 4, 128}, Shape{4096, 4, 2, 128}})
+    for (QkvShape sh : {QkvShape{576, 9, 3, 64}, {200, 8, 2, 128}, {1024, 12, 4, 128}, {4096, 4, 2, 128}})
       for (int64_t n : kEpilogueSteps)
         for (int mode = 0; mode < kNormModes; ++mode) {
           if (sh.hidden == 4096 && n > 24) continue;
           SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " hidden=" << sh.hidden << " H=" << sh.H
                                             << " KH=" << sh.KH << " D=" << sh.D << " n=" << n << " mode=" << mode);
-          const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D, table_rows = 40, cap = 2 * n + 7;
-          Tensor cos, sin;
-          rope_tables(table_rows, D, cos, sin);
-          std::vector<int32_t> rows_v(static_cast<size_t>(n)), slots_v(static_cast<size_t>(n));
-          for (int64_t i = 0; i < n; ++i) {  // as above: some tokens past the tables, some past the cache
-            rows_v[size_t(i)] = i % 5 == 4 ? int32_t(table_rows + i) : int32_t((i * 11 + 3) % table_rows);
-            slots_v[size_t(i)] = i % 4 == 3 ? int32_t(cap + i) : int32_t(cap - 1 - 2 * i);
-          }
-          Tensor dcos = device_f32(cos), dsin = device_f32(sin), drows = device_i32(rows_v), dslots = device_i32(slots_v);
+          const int64_t H = sh.H, KH = sh.KH, D = sh.D, ld = (H + 2 * KH) * D;
+          const RopeInputs r = rope_inputs(n, D, /*both_sides=*/false);
           const NormInputs a = norm_inputs(n, sh.hidden, dt, mode, 81 + n + sh.hidden);
           Tensor w = to_device_as(host_random({ld, sh.hidden}, 83 + ld, 0.08f), Device::CUDA, dt);
           const Tensor* add = mode ? &a.add : nullptr;
 
-          FullKVCache ucache = poisoned_layer_cache(KH, D, cap, dt), fcache = poisoned_layer_cache(KH, D, cap, dt);
+          FullKVCache ucache = poisoned_layer_cache(KH, D, r.cap, dt), fcache = poisoned_layer_cache(KH, D, r.cap, dt);
           Tensor qkv = poisoned(dt, {n, ld}), uq = poisoned(dt, {n, H, D}), usum = poisoned(dt, {n, sh.hidden});
           ASSERT_TRUE(ops::norm_linear(a.residual, add, mode ? &usum : nullptr, a.norm_w, a.np, w, qkv));
           {
             Tensor uk = ucache.layer_k(0), uv = ucache.layer_v(0);
-            ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), dcos, dsin, drows, dslots, uq, uk, uv);
+            ops::rope_qkv_to_cache(ops::qkv_rows(qkv, H, KH, D), r.dcos, r.dsin, r.drows, r.dslots, uq, uk, uv);
           }
           Tensor fq = poisoned(dt, {n, H, D}), fsum = poisoned(dt, {n, sh.hidden});
           Tensor fk = fcache.layer_k(0), fv = fcache.layer_v(0);
           ASSERT_TRUE(ops::norm_linear_rope_qkv_to_cache(a.residual, add, mode ? &fsum : nullptr, a.norm_w, a.np, w,
-                                                         dcos, dsin, drows, dslots, fq, fk, fv));
+                                                         r.dcos, r.dsin, r.drows, r.dslots, fq, fk, fv));
           expect_bitwise(fq, uq, "q");
           expect_bitwise(fk, ucache.layer_k(0), "K layer (written and untouched slots)");
           expect_bitwise(fv, ucache.layer_v(0), "V layer (written and untouched slots)");
           expect_bitwise(fsum, usum, "the stored sum");
-          // The reference is no constant: in-table tokens give finite q rows.
-          const Tensor hq = to_host_f32(fq);
-          for (int64_t i = 0; i < n; ++i) {
-            const bool in_table = rows_v[size_t(i)] >= 0 && rows_v[size_t(i)] < table_rows;
-            ASSERT_EQ(std::isfinite(hq.ptr<float>()[i * H * D]), in_table) << "token " << i;
-          }
+          ASSERT_TRUE(q_rows_follow_tables(fq, r, 1));
         }
 }
 
@@ -500,8 +523,7 @@ TEST(KernelsStepFusions, StackedGemmColumnsEqualSeparateGemms) {
                                   size_t(I) * 2), 0)
                 << (half ? "up" : "gate") << " row " << i;
         }
-        const Tensor h = to_host_f32(qkv);
-        for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(h.ptr<float>()[i])) << "qkv element " << i;
+        ASSERT_TRUE(all_finite(qkv, "qkv"));
       }
 }
 
