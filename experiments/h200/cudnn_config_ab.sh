@@ -6,7 +6,8 @@
 # 2. BM_AttentionPrefillCudnnConfigs: each configuration cuDNN lists for the chunk shapes, timed on one chunked
 #    layer (32K and 128K, MHA and GQA) and checked against the default's output; one line per configuration;
 # 3. the whole 7B prefill of PREFILL_TOKENS (131072) with the default and with the 128K MHA row's best
-#    configuration (TRIFORCE_CUDNN_ATTN_CONFIG), when that one beat the default by more than 1%;
+#    configuration (TRIFORCE_CUDNN_ATTN_CONFIG), when that one beat the default by more than 1%; then the 8B GQA
+#    prefill of the same length with the defaults;
 # 4. HF_PEER=1: HF transformers' prefill of the same length on the same GPU (experiments/peers/hf_static_compile.py).
 # Everything lands in /tmp/cc, packed as OUT/cc.tgz (one file, so that it comes back).
 #   bash experiments/h200/cudnn_config_ab.sh BUILD_DIR OUT
@@ -27,14 +28,15 @@ best=$(awk '$1 == "cudnn_config" && $2 == 131072 && $3 == 32 && $4 == 8192 && $6
             END { if (d != "" && b != "" && b < d / 1.01) print t }' "$dir/configs_stdout.txt")
 echo "best 128K configuration beyond the default: ${best:-none}" | tee "$dir/best.txt"
 tokens=${PREFILL_TOKENS:-131072}
-run_prefill() {  # NAME [ENV...]
+run_prefill() {  # NAME [ENV...] (MODEL: 7B or 8B_GQA)
   local name=$1; shift
-  env "$@" "$build/tests/bench_model_gpu" --benchmark_filter="BM_Prefill7B/$tokens/1/8192/0/0(/|\$)" \
+  env "$@" "$build/tests/bench_model_gpu" --benchmark_filter="BM_Prefill${MODEL:-7B}/$tokens/1/8192/0/0(/|\$)" \
     --benchmark_out="$dir/prefill_$name.json" 2>&1 | tee "$dir/prefill_${name}_stdout.txt" | grep -E "^BM_|rror"
   pack
 }
 run_prefill default TRIFORCE_CUDNN_ATTN_CONFIG=heuristic
 [[ -n $best ]] && run_prefill best "TRIFORCE_CUDNN_ATTN_CONFIG=$best"
+MODEL=8B_GQA run_prefill 8b_default TRIFORCE_CUDNN_ATTN_CONFIG=heuristic
 if [[ ${HF_PEER:-0} == 1 ]]; then
   timeout 300 python3 experiments/peers/hf_static_compile.py --model synthetic:llama2-7b-128k \
     --prompt-len $((tokens + 1)) --new-tokens 1 --warmup 1 --no-compile --label prefill --out "$dir/hf_prefill.jsonl" \

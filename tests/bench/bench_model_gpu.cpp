@@ -437,8 +437,8 @@ BENCHMARK(BM_Prefill7B)
     ->Args({131072, 1, 16384, 0, 0})->Args({131072, 1, 16384, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Prefill8B_GQA)
-    ->Args({131072, 0, 2048, 0, 0})->Args({131072, 1, 2048, 0, 0})->Args({131072, 1, 8192, 2, 0})
-    ->Args({131072, 1, 8192, 3, 1})
+    ->Args({131072, 0, 2048, 0, 0})->Args({131072, 1, 2048, 0, 0})->Args({131072, 1, 8192, 0, 0})
+    ->Args({131072, 1, 8192, 2, 0})->Args({131072, 1, 8192, 3, 1})
     ->UseManualTime()->Iterations(1)->Unit(benchmark::kSecond);
 BENCHMARK(BM_Decode8B_GQA)->ArgsProduct({{32768, 131072}, {1, 0}})->UseManualTime()->Unit(benchmark::kMillisecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftStep68M)->ArgsProduct({{kDraftCache}, {1, 0}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
