@@ -42,3 +42,14 @@ if [[ ${HF_PEER:-0} == 1 ]]; then
     --prompt-len $((tokens + 1)) --new-tokens 1 --warmup 1 --no-compile --label prefill --out "$dir/hf_prefill.jsonl" \
     2>&1 | tail -5 | tee "$dir/hf_stdout.txt"
 fi
+# 5. NCU_STEP=1 (default): why a SmolLM2-shape step's small kernels take 3-6 us each although they move
+#    kilobytes: ncu's stall reasons (WarpStateStats), speed of light and launch statistics of the first two
+#    layers' attention split, add + RMSNorm and plain skinny GEMM, one eager step at 256 slots.
+if [[ ${NCU_STEP:-1} == 1 ]] && command -v ncu >/dev/null; then
+  TRIFORCE_BENCH_STEPS=1 timeout 150 ncu --clock-control none --profile-from-start off --section SpeedOfLight \
+    --section WarpStateStats --section LaunchStats --section Occupancy --section SchedulerStats \
+    -k 'regex:attention_split|rmsnorm_vec8|skinny_mma_kernel' -c 6 "$build/tests/bench_model_gpu" \
+    --benchmark_filter='BM_Step135M/256/0/25/' >"$dir/ncu_step135m_details.txt" 2>&1 ||
+    echo "cudnn_config_ab: ncu failed (see ncu_step135m_details.txt)"
+  grep -E "^  [a-z_].*\(|Duration|Stall|Warp Cycles Per Issued|Issued Warp" "$dir/ncu_step135m_details.txt" | head -60
+fi
