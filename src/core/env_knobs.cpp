@@ -52,6 +52,7 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_PERSISTENT_STAGE_WEIGHTS", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_PERSISTENT_KV_PREFETCH", "0 or 1", switch01, "kernels/persistent_step.cu"},
     {"TRIFORCE_CUDNN_DYNAMIC_SHAPES", "0 or 1", switch01, "kernels/attention_prefill_cudnn.cpp"},
+    {"TRIFORCE_GREEDY_CHAIN", "0 or 1", switch01, "model/llama.cpp"},
     {"TRIFORCE_CUDNN_ATTN_CONFIG", "heuristic or a cuDNN engine-config tag (eng<N>_k<type>=<value>...)",
      [](const std::string& v) { return v == "heuristic" || parse_cudnn_config_tag(v); },
      "kernels/attention_prefill_cudnn.cpp"},

@@ -267,6 +267,72 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
   ++g_greedy_forwards;
 }
 
+bool LlamaModel::greedy_chain_enabled() { return switch_from_env("TRIFORCE_GREEDY_CHAIN", false); }
+
+bool LlamaModel::greedy_chain_applies(const FullKVCache& cache, int64_t n, int64_t k) const {
+  return device_ == Device::CUDA && graphs_on_ && greedy_on_device() && !comm_ && !cache.offloaded() &&
+         !capture_q_ && !fusions_.persistent_step && n >= 1 && n <= kGraphMaxTokens && n <= max_chunk_ && k >= 1 &&
+         k <= kGreedyChainMax && k <= max_chunk_ && greedy_chain_enabled();
+}
+
+void LlamaModel::forward_greedy_chain(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                                      FullKVCache& cache, int64_t k, std::vector<int32_t>& ids) {
+  TF_CHECK(k >= 1, "forward_greedy_chain: k = " << k);
+  TF_CHECK(!positions.empty(), "forward_greedy_chain: no tokens");
+  const int64_t n = int64_t(tokens.size());
+  ids.assign(size_t(k), 0);
+  if (!greedy_chain_applies(cache, n, k)) {  // the definition: k calls
+    std::vector<int32_t> one;
+    forward_greedy(tokens, positions, cache, 1, one);
+    ids[0] = one[0];
+    for (int64_t i = 1; i < k; ++i) {
+      forward_greedy({ids[size_t(i - 1)]}, {positions.back() + i}, cache, 1, one);
+      ids[size_t(i)] = one[0];
+    }
+    return;
+  }
+  check_forward(tokens, positions, cache, 1);
+  TF_CHECK(cache.length() + n + k - 1 <= cache.capacity(),
+           "KV cache full: " << cache.length() << " + " << n + k - 1 << " tokens exceed capacity " << cache.capacity());
+  TF_CHECK(positions.back() + k - 1 <= std::numeric_limits<int32_t>::max(),
+           "forward: position " << positions.back() + k - 1 << " out of range");
+  if (!chain_ints_host_.data) {
+    chain_ints_host_ = pinned_tensor(DType::I32, {kGreedyChainMax * 3});
+    chain_cossin_ = pinned_tensor(DType::F32, {kGreedyChainMax * cfg_.head_dim});
+  }
+  const int64_t start_len = cache.length();
+  try {
+    for (int64_t i = 0; i < k; ++i) {
+      chain_step_ = int(i);
+      const int64_t m = i == 0 ? n : 1;
+      std::vector<int32_t> pos32(static_cast<size_t>(m));
+      int64_t pmax = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t p = i == 0 ? positions[size_t(j)] : positions.back() + i;
+        pos32[size_t(j)] = int32_t(p);
+        pmax = std::max(pmax, p);
+      }
+      const RopeTable& rope = rope_.update(pmax + 1);  // as forward_greedy's call would
+      const int32_t placeholder = 0;  // step i >= 1: overwritten on the device by step i-1's argmax
+      const int64_t slot = stage_chunk(i == 0 ? tokens.data() : &placeholder, pos32.data(), m, cache, rope);
+      RowsOut out;
+      out.ids = ids.data() + i;  // only says "argmax ids": the chain's ids stay in dids_ until the end
+      run_step(m, slot, cache, m - 1, out, true);
+      forwarded_ += m;
+      g_forwarded += m;
+      ++greedy_forwards_;
+      ++g_greedy_forwards;
+    }
+    chain_step_ = -1;
+    copy_bytes(ids.data(), Device::CPU, dids_.data, Device::CUDA, size_t(k) * sizeof(int32_t));  // the one wait
+  } catch (...) {
+    chain_step_ = -1;
+    cache.truncate(start_len);
+    throw;
+  }
+  ++greedy_chains_;
+}
+
 bool LlamaModel::device_sampling_enabled() {
   // On since its first H200 run (results/h200/device-sampling); =0 is the host
   // rows' A/B and reference. Read at each call, so a test can switch it.
@@ -350,8 +416,8 @@ Tensor LlamaModel::forward(const std::vector<int32_t>& tokens, const std::vector
   return logits;
 }
 
-void LlamaModel::stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot) {
-  int32_t* h = ints_host_.ptr<int32_t>();
+void LlamaModel::stage_inputs(int32_t* h, const int32_t* tokens, const int32_t* positions, int64_t n,
+                              int64_t first_slot) {
   std::copy_n(tokens, n, h);
   std::copy_n(positions, n, h + n);
   for (int64_t i = 0; i < n; ++i) h[2 * n + i] = int32_t(first_slot + i);
@@ -360,9 +426,13 @@ void LlamaModel::stage_inputs(const int32_t* tokens, const int32_t* positions, i
 int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions, int64_t n, FullKVCache& cache,
                                 const RopeTable& rope) {
   const int64_t half = cfg_.head_dim / 2;
-  staging_free_.wait();  // CUDA: the previous chunk's uploads have read the pinned rows written below
+  // A chained step past the first stages into its own ring row, which no queued step reads.
+  const bool ring = chain_step_ >= 1;
+  if (!ring) staging_free_.wait();  // CUDA: the previous chunk's uploads have read the pinned rows written below
   std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
-  Tensor cs = ops::slice_rows(cossin_, 0, n * half), sn = ops::slice_rows(cossin_, n * half, 2 * n * half);
+  const Tensor& rows_buf = ring ? chain_cossin_ : cossin_;
+  const int64_t r0 = ring ? chain_step_ * 2 * half : 0;
+  Tensor cs = ops::slice_rows(rows_buf, r0, r0 + n * half), sn = ops::slice_rows(rows_buf, r0 + n * half, r0 + 2 * n * half);
   cs.shape = sn.shape = {n, half};
   // The cos/sin rows are computed on the host in both cases (fp32, exactly as
   // transformers does); CUDA gets them with the token ids in two small copies.
@@ -371,7 +441,8 @@ int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions,
   ops::rope_cos_sin(inv_freq_, host_pos, cs, sn, ops::RopeParams{rope.attention_scaling});
   const int64_t slot = cache.append_slots(positions, n);
   if (device_ == Device::CUDA) {
-    stage_inputs(tokens, positions, n, slot);
+    stage_inputs(ring ? chain_ints_host_.ptr<int32_t>() + chain_step_ * 3 : ints_host_.ptr<int32_t>(), tokens,
+                 positions, n, slot);
   } else {
     std::copy_n(tokens, n, tok_.ptr<int32_t>());
     std::copy_n(positions, n, pos_.ptr<int32_t>());
@@ -389,6 +460,7 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
   g.grid_slots = graph_grid_slots(cache.length(), cache.capacity(), attn_split_);
   const size_t ws = ops::attention_workspace_bytes(n, w_.local_heads, cfg_.head_dim, g.grid_slots, attn_split_);
   if (size_t(attn_ws_.bytes()) < ws) {
+    if (chain_step_ >= 1) stream_synchronize();  // the chain's queued steps still read the old scratch
     graphs_.clear();  // every graph points at the old scratch
     const size_t grown = std::max(ws, 2 * size_t(attn_ws_.bytes()));
     attn_ws_ = empty_tensor(device_, DType::F32, {int64_t((grown + 3) / 4)});
@@ -398,6 +470,7 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
   StepGraphKey key;
   key.n = n, key.rows_out = rows_out, key.ids = rows_out && out.ids, key.grid_slots = g.grid_slots;
   key.device_rows = rows_out && out.device;
+  key.chain = chain_step_;
   key.capacity = cache.capacity();
   key.k = v0.dev_k, key.v = v0.dev_v, key.length = v0.dev_length, key.workspace = attn_ws_.data;
   RowsOut staged;  // pinned, so the graph's copy of the rows is a node that does not wait
@@ -405,7 +478,9 @@ void LlamaModel::run_step(int64_t n, int64_t slot, FullKVCache& cache, int64_t o
   else if (key.ids) staged.ids = ids_host_.ptr<int32_t>();
   else if (rows_out) staged.logits = logits_host_.ptr<float>();
   graphs_.run(key, [&] { run_chunk(n, slot, cache, rows_out ? out_from : n, staged, capture_last_row, &g); });
-  if (!rows_out || key.device_rows) {  // nothing to read here: the next stage_chunk waits for the replay's uploads
+  // Nothing to read here (a chained step's id stays in dids_ for the next): the next stage_chunk waits for the
+  // replay's uploads.
+  if (!rows_out || key.device_rows || chain_step_ >= 0) {
     staging_free_.record();
     return;
   }
@@ -482,8 +557,13 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     // Copies that do not wait, from the pinned staging: inside a graph they are
     // nodes reading it at replay; eagerly the next stage_chunk waits for them
     // (staging_free_) before it writes the staging again.
-    copy_bytes_async(ints_.data, device_, ints_host_.data, Device::CPU, size_t(3 * n) * sizeof(int32_t));
-    copy_bytes_async(dcossin_.data, device_, cossin_.data, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    const bool ring = chain_step_ >= 1;
+    const int32_t* ints_src = ring ? chain_ints_host_.ptr<int32_t>() + chain_step_ * 3 : ints_host_.ptr<int32_t>();
+    const float* rows_src = ring ? chain_cossin_.ptr<float>() + chain_step_ * 2 * half : cossin_.ptr<float>();
+    copy_bytes_async(ints_.data, device_, ints_src, Device::CPU, size_t(3 * n) * sizeof(int32_t));
+    copy_bytes_async(dcossin_.data, device_, rows_src, Device::CPU, size_t(2 * n * half) * sizeof(float));
+    if (ring)  // the token: the previous chained step's argmax, over the staged placeholder
+      copy_bytes_async(ints_.data, device_, dids_.ptr<int32_t>() + (chain_step_ - 1), device_, sizeof(int32_t));
     if (!g) staging_free_.record();
     dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
@@ -687,14 +767,15 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
         continue;
       }
       if (out.ids) {
-        argmax_rows(r0, m);  // a step kernel: the next block's lm_head may overlap its tail
+        // A step kernel: the next block's lm_head may overlap its tail. A chained step's id goes to its own row.
+        argmax_rows(r0 + std::max(chain_step_, 0), m);
         continue;
       }
       if (g) copy_bytes_async(out.logits + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
       else copy_bytes(out.logits + r0 * V, Device::CPU, lg.data, Device::CUDA, lg.bytes());
       ops::step_launch_break();  // a copy is no kernel: the next block's lm_head launches normally
     }
-    if (out.ids) {  // the chunk's one copy back: rows_out int32
+    if (out.ids && chain_step_ < 0) {  // the chunk's one copy back: rows_out int32 (a chain copies once, at its end)
       const size_t bytes = size_t(rows_out) * sizeof(int32_t);
       if (g) copy_bytes_async(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);
       else copy_bytes(out.ids, Device::CPU, dids_.data, Device::CUDA, bytes);

@@ -102,6 +102,24 @@ class LlamaModel {
   // Positions cache.length() + i.
   void forward_greedy(const std::vector<int32_t>& tokens, FullKVCache& cache, int64_t n_out,
                       std::vector<int32_t>& ids);
+  // k greedy steps with one host wait (a drafter's T = 0 proposal): step 0
+  // forwards tokens at positions and takes the argmax of its last row,
+  // ids[0]; step i (1..k-1) forwards ids[i - 1] at positions.back() + i and
+  // takes ids[i]. The same ids and K/V, bit for bit, as those k forward_greedy
+  // calls: the steps are the same graphs' bodies, but step i reads its token
+  // from step i-1's argmax on the device, the host stages every step ahead of
+  // the GPU, and it waits once, for the k ids. Where greedy_chain_applies;
+  // elsewhere it makes the k forward_greedy calls (so greedy_on_device() still).
+  void forward_greedy_chain(const std::vector<int32_t>& tokens, const std::vector<int64_t>& positions,
+                            FullKVCache& cache, int64_t k, std::vector<int32_t>& ids);
+  // CUDA graphs on, the argmax on the device, one rank, a device cache, no
+  // persistent step, n <= kGraphMaxTokens, k <= kGreedyChainMax, and
+  // TRIFORCE_GREEDY_CHAIN=1 (read at each call; off until measured on a GPU).
+  bool greedy_chain_applies(const FullKVCache& cache, int64_t n, int64_t k) const;
+  static bool greedy_chain_enabled();
+  static constexpr int64_t kGreedyChainMax = 16;
+  // forward_greedy_chain calls that took the chained path.
+  int64_t greedy_chains() const { return greedy_chains_; }
   // A CUDA model whose lm_head is the whole vocabulary on this rank (or a
   // draft's reduced one): forward() then needs no collective past the layers,
   // so forward_greedy's forward is the same call on every rank. A
@@ -195,7 +213,15 @@ class LlamaModel {
   int64_t sampled_forwards_ = 0;
   KVOffloadOptions offload_;
   Rope rope_;
-  void stage_inputs(const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
+  void stage_inputs(int32_t* dst, const int32_t* tokens, const int32_t* positions, int64_t n, int64_t first_slot);
+  // The step of forward_greedy_chain being staged and run: -1 none; 0 the
+  // first (inputs staged as usual, its argmax to dids_[0], nothing copied
+  // back); i >= 1: its token copied on the device from dids_[i - 1], its other
+  // inputs from ring row i of chain_ints_host_ / chain_cossin_ (pinned, so
+  // staging never waits for the steps still queued), its argmax to dids_[i].
+  int chain_step_ = -1;
+  Tensor chain_ints_host_, chain_cossin_;  // [kGreedyChainMax, 3] i32, [kGreedyChainMax, head_dim] f32
+  int64_t greedy_chains_ = 0;
 
   Device device_ = Device::CPU;
   DType dtype_ = DType::F32;

@@ -18,9 +18,10 @@ struct StepGraphKey {
   int64_t n = 0, rows_out = 0, grid_slots = 0, capacity = 0;
   bool ids = false;  // the rows out are argmax ids (forward_greedy), not logits
   bool device_rows = false;  // the logits rows stay on the device (forward_distributions): no copy node
+  int chain = -1;  // a forward_greedy_chain step (LlamaModel::chain_step_): its sources and argmax row differ
   const void *k = nullptr, *v = nullptr, *length = nullptr, *workspace = nullptr;
   bool operator==(const StepGraphKey& o) const {
-    return n == o.n && rows_out == o.rows_out && ids == o.ids && device_rows == o.device_rows &&
+    return n == o.n && rows_out == o.rows_out && ids == o.ids && device_rows == o.device_rows && chain == o.chain &&
            grid_slots == o.grid_slots &&
            capacity == o.capacity && k == o.k && v == o.v && length == o.length && workspace == o.workspace;
   }

@@ -80,6 +80,20 @@ void ModelRunner::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std
   cached_.append(fresh.begin(), fresh.end());
 }
 
+bool ModelRunner::greedy_chain(const std::vector<int32_t>& seq, int64_t k, std::vector<int32_t>& ids) {
+  if (seq.empty()) return false;
+  rollback_to(seq);
+  const size_t keep = std::min(cached_.size(), seq.size() - 1);
+  if (!model_->greedy_chain_applies(cache_, int64_t(seq.size() - keep), k)) return false;
+  std::vector<int32_t> fresh = prepare(seq, 1);
+  std::vector<int64_t> pos(fresh.size());
+  for (size_t i = 0; i < pos.size(); ++i) pos[i] = cache_.length() + int64_t(i);
+  model_->forward_greedy_chain(fresh, pos, cache_, k, ids);
+  cached_.append(fresh.begin(), fresh.end());
+  cached_.append(ids.begin(), ids.end() - 1);  // the last id was drafted, not forwarded
+  return true;
+}
+
 void Verifier::greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) {
   host_greedy_ids(logits(seq, n_out), ids);
 }
@@ -127,6 +141,10 @@ Proposal propose_autoregressive(Verifier& v, const std::vector<int32_t>& context
   seq.truncate(seq.common(context));
   seq.append(context.begin() + int64_t(seq.size()), context.end());
   std::vector<int32_t> id;
+  if (sp.greedy() && v.greedy_chain(seq.tokens(), k, pr.tokens)) {  // the k steps with one wait
+    seq.append(pr.tokens.begin(), pr.tokens.end());
+    return pr;
+  }
   for (int64_t i = 0; i < k; ++i) {
     int32_t t;
     if (sp.greedy()) {  // the id alone (on a CUDA model the argmax never leaves the device)

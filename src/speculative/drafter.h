@@ -38,6 +38,13 @@ class Verifier {
   // the argmax on the device (LlamaModel::greedy_on_device) bring back only
   // the n_out ids.
   virtual void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids);
+  // k greedy draft tokens after seq with one host wait: ids[i] is what
+  // greedy_ids(seq + ids[0..i), 1) gives, and the state afterwards is the
+  // same. False (nothing done) where this level cannot chain its steps
+  // (LlamaModel::greedy_chain_applies); the caller then makes the k calls.
+  virtual bool greedy_chain(const std::vector<int32_t>& /*seq*/, int64_t /*k*/, std::vector<int32_t>& /*ids*/) {
+    return false;
+  }
   // The T > 0 counterpart where the logits are (LlamaModel::sampling_on_device):
   // rows (CUDA f32 [n_out, vocab()], the caller's) <- the sampling
   // distribution of each row of logits(seq, n_out), the same state afterwards,
@@ -70,6 +77,7 @@ class ModelRunner : public Verifier {
   // (1 <= n_out <= seq.size()); the cache then holds all of seq.
   Tensor logits(const std::vector<int32_t>& seq, int64_t n_out) override;
   void greedy_ids(const std::vector<int32_t>& seq, int64_t n_out, std::vector<int32_t>& ids) override;
+  bool greedy_chain(const std::vector<int32_t>& seq, int64_t k, std::vector<int32_t>& ids) override;
   bool distributions_on_device() const override { return model_->sampling_on_device(); }
   void device_distributions(const std::vector<int32_t>& seq, int64_t n_out, const SamplingParams& sp,
                             Tensor& rows) override;

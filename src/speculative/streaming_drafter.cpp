@@ -192,6 +192,15 @@ Proposal StreamingDrafter::propose(const std::vector<int32_t>& context, int64_t 
   cache_.cache().truncate(base_len_ + int64_t(keep));
   std::vector<int32_t> fresh(context.begin() + int64_t(a + keep), context.end());
   Proposal pr;
+  if (sp.greedy() && model_->greedy_chain_applies(cache_.cache(), int64_t(fresh.size()), k)) {
+    // The same k forwards with one host wait (their positions follow on from the first's).
+    forwards_ += k;
+    model_->forward_greedy_chain(fresh, cache_.next_positions(int64_t(fresh.size()), int64_t(a + keep)),
+                                 cache_.cache(), k, pr.tokens);
+    tail_.insert(tail_.end(), fresh.begin(), fresh.end());
+    tail_.insert(tail_.end(), pr.tokens.begin(), pr.tokens.end() - 1);
+    return pr;
+  }
   if (sp.greedy()) {  // T = 0: ids only (verify_greedy), each taken where the logits are
     int32_t t = forward_greedy(fresh, int64_t(a + keep));
     tail_.insert(tail_.end(), fresh.begin(), fresh.end());

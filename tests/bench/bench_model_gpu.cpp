@@ -261,6 +261,47 @@ void step(benchmark::State& state, const std::string& name, int64_t n_tokens, in
                  (l.model->step_fusions().fused_norm_gemm ? " norm_gemm" : ""));
 }
 
+// A drafter's T = 0 proposal of k tokens, per draft token: k forward_greedy calls (chain 0) or one
+// forward_greedy_chain (chain 1: the host stages every step ahead and waits once). Graphs on, default launches.
+void greedy_chain(benchmark::State& state, const std::string& name, int64_t capacity) {
+  Loaded& l = get(name);
+  const int64_t ctx = state.range(0), k = state.range(1);
+  const bool chain = state.range(2) != 0;
+  l.model->set_cuda_graphs(true);
+  l.model->set_step_fusions(step_fusions_for(l.cfg.hidden_size));
+  FullKVCache& cache = cache_of(l, capacity);
+  set_length(cache, ctx);
+  setenv("TRIFORCE_GREEDY_CHAIN", chain ? "1" : "0", 1);
+  std::vector<int32_t> ids, one;
+  auto propose = [&] {
+    if (chain) {
+      l.model->forward_greedy_chain({17}, {ctx}, cache, k, ids);
+    } else {
+      int32_t t = 17;
+      for (int64_t i = 0; i < k; ++i) {
+        l.model->forward_greedy({t}, {ctx + i}, cache, 1, one);
+        t = one[0];
+      }
+    }
+    cache.truncate(ctx);
+  };
+  for (int i = 0; i < 5; ++i) propose();  // warm-up: every step's graph recorded
+  const int64_t chains_before = l.model->greedy_chains();
+  std::vector<double> times;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    propose();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(dt);
+    times.push_back(dt / double(k));
+  }
+  unsetenv("TRIFORCE_GREEDY_CHAIN");
+  std::sort(times.begin(), times.end());
+  state.counters["ms_per_token"] = times.empty() ? 0.0 : times[times.size() / 2] * 1e3;
+  state.counters["chained"] = l.model->greedy_chains() > chains_before ? 1 : 0;
+  state.SetLabel(name + " k=" + std::to_string(k) + (chain ? " chained" : " k calls"));
+}
+
 void prefill(benchmark::State& state, const std::string& name) {
   const int64_t n = state.range(0), chunk = state.range(2);
 #ifdef TRIFORCE_HAVE_CUDA
@@ -410,6 +451,8 @@ void BM_DraftVerify68M(benchmark::State& s) {
   step(s, "synthetic:llama-68m", s.range(2), kDraftCache + kGamma, 3);
 }
 void BM_Phases135M(benchmark::State& s) { phases(s, "synthetic:smollm2-135m", s.range(1)); }
+void BM_GreedyChain68M(benchmark::State& s) { greedy_chain(s, "synthetic:llama-68m", kDraftCache + 32); }
+void BM_GreedyChain135M(benchmark::State& s) { greedy_chain(s, "synthetic:smollm2-135m", 0); }
 void BM_Phases68M(benchmark::State& s) { phases(s, "synthetic:llama-68m", s.range(1), kDraftCache + kGamma); }
 
 }  // namespace
@@ -446,6 +489,9 @@ BENCHMARK(BM_Step135M)->ArgsProduct({{256, 6478}, {1, 0}, {0, 1, 2, 4, 7, 9, 17,
 BENCHMARK(BM_Verify135M)->ArgsProduct({{256, 6478}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_DraftVerify68M)->ArgsProduct({{kDraftCache}, {1, 0}, {3, 5}, {0, 1, 2, 4, 7, 25, 33, 57}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 // Arguments: context, tokens.
+// Arguments: context, k (draft tokens a proposal), chained (1) or k calls (0).
+BENCHMARK(BM_GreedyChain68M)->ArgsProduct({{kDraftCache}, {4, 8}, {0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
+BENCHMARK(BM_GreedyChain135M)->ArgsProduct({{256, 6478}, {4}, {0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Apply(fixed_steps);
 BENCHMARK(BM_Phases135M)->ArgsProduct({{256, 6478}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_Phases68M)->ArgsProduct({{kDraftCache}, {1, 5}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
 BENCHMARK(BM_PersistentBarrier)->ArgsProduct({{1, 2}, {0, 1}})->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(3);
