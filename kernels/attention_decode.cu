@@ -6,6 +6,7 @@
 #include "attention_decode_tile.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
+#include "device_release.cuh"
 #include "pdl.cuh"
 
 namespace tf::cuda {
@@ -87,11 +88,17 @@ int chunk_of(const AttentionDecodeParams& p, int splits) {
 // once outside stream capture (null inside a capture that would make it: the
 // caller then launches the combine kernel).
 constexpr int kMaxArrivalWords = 65536;
+unsigned* arrival_words[64] = {};
+
+void release_arrival_counters() {  // errors ignored: it runs at exit
+  for (unsigned*& w : arrival_words)
+    if (w) cudaFree(w), w = nullptr;
+}
+
 unsigned* arrival_counters(cudaStream_t stream) {
-  static unsigned* words[64] = {};
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  unsigned*& w = words[dev & 63];
+  unsigned*& w = arrival_words[dev & 63];
   if (w) return w;
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
@@ -99,6 +106,7 @@ unsigned* arrival_counters(cudaStream_t stream) {
   CUDA_CHECK(cudaMalloc(&w, sizeof(unsigned) * kMaxArrivalWords));
   CUDA_CHECK(cudaMemset(w, 0, sizeof(unsigned) * kMaxArrivalWords));
   CUDA_CHECK(cudaDeviceSynchronize());
+  at_device_release(release_arrival_counters);  // compute-sanitizer's leak check found it kept past exit
   return w;
 }
 
