@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17 (no host round trip between a drafter's gamma steps): the chained greedy draft steps
-# (LlamaModel::forward_greedy_chain, TRIFORCE_GREEDY_CHAIN=1) against the k forward_greedy calls, after
+# (LlamaModel::forward_greedy_chain; TRIFORCE_GREEDY_CHAIN=0 turns it off) against the k forward_greedy calls, after
 # experiments/h200/build.sh: test_greedy_chain_gpu (the same ids, K/V and drafter state), then
 # BM_GreedyChain68M / BM_GreedyChain135M (per draft token, k calls against one chain). Out: OUT/gc.tgz.
 #   bash experiments/h200/greedy_chain_ab.sh BUILD_DIR OUT

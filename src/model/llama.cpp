@@ -267,7 +267,11 @@ void LlamaModel::forward_greedy(const std::vector<int32_t>& tokens, const std::v
   ++g_greedy_forwards;
 }
 
-bool LlamaModel::greedy_chain_enabled() { return switch_from_env("TRIFORCE_GREEDY_CHAIN", false); }
+bool LlamaModel::greedy_chain_enabled() {
+  // On since its first GPU run (results/h100/session-2026-12-07d: the 68M draft's token 10% cheaper, the
+  // whole GPU suite green with it); =0 is the k calls' A/B.
+  return switch_from_env("TRIFORCE_GREEDY_CHAIN", true);
+}
 
 bool LlamaModel::greedy_chain_applies(const FullKVCache& cache, int64_t n, int64_t k) const {
   return device_ == Device::CUDA && graphs_on_ && greedy_on_device() && !comm_ && !cache.offloaded() &&

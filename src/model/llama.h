@@ -114,7 +114,7 @@ class LlamaModel {
                             FullKVCache& cache, int64_t k, std::vector<int32_t>& ids);
   // CUDA graphs on, the argmax on the device, one rank, a device cache, no
   // persistent step, n <= kGraphMaxTokens, k <= kGreedyChainMax, and
-  // TRIFORCE_GREEDY_CHAIN=1 (read at each call; off until measured on a GPU).
+  // TRIFORCE_GREEDY_CHAIN not 0 (read at each call; on by default).
   bool greedy_chain_applies(const FullKVCache& cache, int64_t n, int64_t k) const;
   static bool greedy_chain_enabled();
   static constexpr int64_t kGreedyChainMax = 16;

@@ -1,5 +1,5 @@
-// The chained T = 0 draft steps (LlamaModel::forward_greedy_chain,
-// TRIFORCE_GREEDY_CHAIN=1; ctest label gpu): k steps whose tokens come from
+// The chained T = 0 draft steps (LlamaModel::forward_greedy_chain, on unless
+// TRIFORCE_GREEDY_CHAIN=0; ctest label gpu): k steps whose tokens come from
 // the previous step's argmax on the device, staged ahead and waited for once,
 // against the k forward_greedy calls they replace on a twin cache: the same
 // ids and the same K/V, for k = 1..16, first steps of 1 and of several tokens,
