@@ -22,6 +22,7 @@
 #include "random_data.h"
 #include "require_device.h"
 #include "sanitizer_shapes.h"
+#include "synthetic_models.h"
 #include "speculative/drafter.h"
 #include "speculative/streaming_drafter.h"
 
@@ -37,16 +38,8 @@ struct ChainSwitch {
   ~ChainSwitch() { unsetenv("TRIFORCE_GREEDY_CHAIN"); }
 };
 
-struct Models {
-  ModelConfig cfg;
-  LlamaWeights w;
-};
-Models synthetic(const std::string& name, DType dt) {
-  Models m;
-  m.cfg = synthetic_config(name);
-  m.w = synthetic_weights(m.cfg, Device::CUDA, dt, 23);
-  return m;
-}
+using Models = tf::testing::SyntheticModel;
+Models synthetic(const std::string& name, DType dt) { return tf::testing::synthetic_model(name, dt, 23); }
 
 // Rounds of one chain on cache a against its k steps on cache b, from a
 // prompt of ~450 slots across 512; every third round first rolls both back.

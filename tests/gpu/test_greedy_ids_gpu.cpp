@@ -24,6 +24,7 @@
 #include "random_data.h"
 #include "require_device.h"
 #include "sanitizer_shapes.h"
+#include "synthetic_models.h"
 #include "speculative/drafter.h"
 #include "speculative/retrieval_runner.h"
 #include "speculative/streaming_runner.h"
@@ -87,16 +88,8 @@ std::vector<int32_t> ids_equal_logits_argmax(LlamaModel& m, const std::string& w
   return all;
 }
 
-struct Models {
-  ModelConfig cfg;
-  LlamaWeights w;
-};
-Models synthetic(const std::string& name, DType dt) {
-  Models m;
-  m.cfg = synthetic_config(name);
-  m.w = synthetic_weights(m.cfg, Device::CUDA, dt, 17);
-  return m;
-}
+using Models = tf::testing::SyntheticModel;
+Models synthetic(const std::string& name, DType dt) { return tf::testing::synthetic_model(name, dt, 17); }
 
 void graphs_and_eager(const Models& s, const std::string& what) {
   LlamaModel graph(s.cfg, s.w, 512), eager(s.cfg, s.w, 512);
