@@ -291,7 +291,8 @@ Entry& plan_locked(State& s, const AttentionPrefillParams& p, const std::string&
 Entry& default_plan_locked(State& s, const AttentionPrefillParams& p) {
   const std::string& tag = default_config();
   Entry& e = plan_locked(s, p, tag);
-  TF_CHECK(e.graph || tag.empty(), "TRIFORCE_CUDNN_ATTN_CONFIG=" << tag << ": cuDNN cannot build it for " << s.stats.last_refusal);
+  TF_CHECK(e.graph || tag.empty(),
+           "TRIFORCE_CUDNN_ATTN_CONFIG=" << tag << ": cuDNN cannot build it for " << s.stats.last_refusal);
   return e;
 }
 

@@ -436,7 +436,8 @@ int64_t LlamaModel::stage_chunk(const int32_t* tokens, const int32_t* positions,
   std::copy(rope.inv_freq.begin(), rope.inv_freq.end(), inv_freq_.ptr<float>());
   const Tensor& rows_buf = ring ? chain_cossin_ : cossin_;
   const int64_t r0 = ring ? chain_step_ * 2 * half : 0;
-  Tensor cs = ops::slice_rows(rows_buf, r0, r0 + n * half), sn = ops::slice_rows(rows_buf, r0 + n * half, r0 + 2 * n * half);
+  Tensor cs = ops::slice_rows(rows_buf, r0, r0 + n * half);
+  Tensor sn = ops::slice_rows(rows_buf, r0 + n * half, r0 + 2 * n * half);
   cs.shape = sn.shape = {n, half};
   // The cos/sin rows are computed on the host in both cases (fp32, exactly as
   // transformers does); CUDA gets them with the token ids in two small copies.

@@ -149,6 +149,28 @@ void BM_AttentionPrefill(benchmark::State& state) {
   time_iterations(state, flops, [&] { tf::cuda::attention_prefill_config(p, config); });
 }
 
+// The chunked calls of one layer of a len-token prefill (bf16, 32 heads of 128): n = chunk queries each
+// after every earlier chunk's keys (kv_length = chunk, 2 chunk, ..., len), and their causal FLOPs.
+std::vector<tf::cuda::AttentionPrefillParams> chunk_calls(const tf::cuda::DeviceBuffer& q,
+                                                           const tf::cuda::DeviceBuffer& k,
+                                                           const tf::cuda::DeviceBuffer& v, tf::cuda::DeviceBuffer& out,
+                                                           int64_t len, int64_t kv_heads, int64_t chunk,
+                                                           double* flops) {
+  std::vector<tf::cuda::AttentionPrefillParams> calls;
+  *flops = 0;
+  for (int64_t end = std::min(chunk, len);; end = std::min(end + chunk, len)) {
+    tf::cuda::AttentionPrefillParams p;
+    p.q = q.get(), p.k_cache = k.get(), p.v_cache = v.get(), p.out = out.get();
+    p.n = end - (calls.empty() ? 0 : calls.back().kv_length);
+    p.kv_length = end, p.num_heads = 32, p.num_kv_heads = kv_heads, p.head_dim = 128, p.capacity = len;
+    p.dtype = tf::DType::BF16;
+    calls.push_back(p);
+    *flops += tf::cuda::attention_prefill_flops(p);
+    if (end == len) break;
+  }
+  return calls;
+}
+
 // One layer of the chunked prefill: chunks of `chunk` queries over a cache of `len` slots.
 void BM_AttentionPrefillChunked(benchmark::State& state) {
   if (!have_device(state)) return;
@@ -160,18 +182,8 @@ void BM_AttentionPrefillChunked(benchmark::State& state) {
   const size_t kv_bytes = size_t(kv_heads * len * hd * 2), q_bytes = size_t(chunk * heads * hd * 2);
   tf::cuda::DeviceBuffer k(kv_bytes), v(kv_bytes), q(q_bytes), out(q_bytes);
   fill_random(k, dt, 1), fill_random(v, dt, 2), fill_random(q, dt, 3);
-  std::vector<tf::cuda::AttentionPrefillParams> calls;
   double flops = 0;
-  for (int64_t end = std::min(chunk, len); ; end = std::min(end + chunk, len)) {
-    tf::cuda::AttentionPrefillParams p;
-    p.q = q.get(), p.k_cache = k.get(), p.v_cache = v.get(), p.out = out.get();
-    p.n = end - (calls.empty() ? 0 : calls.back().kv_length);
-    p.kv_length = end, p.num_heads = heads, p.num_kv_heads = kv_heads, p.head_dim = hd, p.capacity = len;
-    p.dtype = dt;
-    calls.push_back(p);
-    flops += tf::cuda::attention_prefill_flops(p);
-    if (end == len) break;
-  }
+  const auto calls = chunk_calls(q, k, v, out, len, kv_heads, chunk, &flops);
   const auto before = tf::cuda::cudnn_attention_stats();
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& p : calls) tf::cuda::attention_prefill_config(p, config);  // warm-up: cuDNN builds its graphs
@@ -187,25 +199,6 @@ void BM_AttentionPrefillChunked(benchmark::State& state) {
   state.counters["plan_s_cold"] = after.plan_seconds - before.plan_seconds;
   state.counters["graphs"] = double(after.graphs_built - before.graphs_built);
   state.counters["graphs_dynamic"] = double(after.graphs_dynamic - before.graphs_dynamic);
-}
-
-// The chunked calls of one layer of a len-token prefill (BM_AttentionPrefillChunked's).
-std::vector<tf::cuda::AttentionPrefillParams> chunk_calls(const tf::cuda::DeviceBuffer& q, const tf::cuda::DeviceBuffer& k,
-                                                           const tf::cuda::DeviceBuffer& v, tf::cuda::DeviceBuffer& out,
-                                                           int64_t len, int64_t kv_heads, int64_t chunk, double* flops) {
-  std::vector<tf::cuda::AttentionPrefillParams> calls;
-  *flops = 0;
-  for (int64_t end = std::min(chunk, len);; end = std::min(end + chunk, len)) {
-    tf::cuda::AttentionPrefillParams p;
-    p.q = q.get(), p.k_cache = k.get(), p.v_cache = v.get(), p.out = out.get();
-    p.n = end - (calls.empty() ? 0 : calls.back().kv_length);
-    p.kv_length = end, p.num_heads = 32, p.num_kv_heads = kv_heads, p.head_dim = 128, p.capacity = len;
-    p.dtype = tf::DType::BF16;
-    calls.push_back(p);
-    *flops += tf::cuda::attention_prefill_flops(p);
-    if (end == len) break;
-  }
-  return calls;
 }
 
 std::vector<uint16_t> download_bits(const tf::cuda::DeviceBuffer& b) {
