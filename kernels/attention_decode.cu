@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention_decode.cuh"
 #include "attention_decode_tile.cuh"
@@ -14,18 +16,18 @@ namespace {
 
 using namespace attn;
 
-// grid = (row groups, splits, kv heads); block = the split tile's 128 threads
+// grid = (row groups, splits, kv heads); block = the split tile's 32 W threads
 // (attention_decode_tile.cuh), which the persistent step kernel runs too.
 // arrivals (combine_in_split): a zeroed word per KV head; the last block of a
 // head to finish (groups x splits of them, the early-exit splits included)
 // resets it and merges the head's rows with attention_combine_rows, as the
 // persistent step's fused attention does, into out.
-template <class T, int D, int MT>
-__global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a, unsigned* arrivals, T* out) {
+template <class T, int D, int MT, int W>
+__global__ void __launch_bounds__(kSplitThreads<W>) attention_split_kernel(SplitArgs a, unsigned* arrivals, T* out) {
   pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
   pdl_trigger();
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  attention_split_tile<T, D, MT>(a, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw, threadIdx.x, 0);
+  attention_split_tile<T, D, MT, W>(a, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw, threadIdx.x, 0);
   if (!arrivals) return;
   __shared__ bool last;
   __syncthreads();  // every partial of this block is written (an early-exit split wrote none)
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_kernel(SplitArgs a, 
   attention_combine_rows<T, LoadCoherent>(
       a.o_part, a.lse_part, out, int(gridDim.y), a.n * H, a.n * G,
       [=](int i) { return int64_t(i / G) * H + base + i % G; }, D, a.kv_length, a.chunk,
-      reinterpret_cast<float*>(smem_raw), int(threadIdx.x), kThreads, [] { __syncthreads(); });
+      reinterpret_cast<float*>(smem_raw), int(threadIdx.x), kSplitThreads<W>, [] { __syncthreads(); });
 }
 
 // grid = n * H rows, block = 4 * D threads: one row each (attention_combine_rows).
@@ -110,11 +112,11 @@ unsigned* arrival_counters(cudaStream_t stream) {
   return w;
 }
 
-template <class T, int D, int MT>
+template <class T, int D, int MT, int W>
 void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cudaStream_t stream,
                   unsigned* arrivals, T* out) {
-  constexpr size_t smem = split_smem_bytes<D, MT>();
-  auto* kern = attention_split_kernel<T, D, MT>;
+  constexpr size_t smem = split_smem_bytes<D, MT, W>();
+  auto* kern = attention_split_kernel<T, D, MT, W>;
   // Raise the shared-memory limit once per device and instantiation, so the launch itself stays cheap.
   static std::atomic<uint64_t> attr_set{0};
   int dev = 0;
@@ -124,12 +126,37 @@ void launch_split(const SplitArgs& a, int groups, int splits, int kv_heads, cuda
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     attr_set.fetch_or(bit, std::memory_order_release);
   }
-  launch_step(kern, dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), dim3(kThreads), smem, stream, a,
-              arrivals, out);
+  launch_step(kern, dim3(unsigned(groups), unsigned(splits), unsigned(kv_heads)), dim3(unsigned(kSplitThreads<W>)),
+              smem, stream, a, arrivals, out);
   CUDA_CHECK_LAUNCH();
 }
 
+template <class T, int D, int W>
+void launch_split_rows(const SplitArgs& a, int mt, int groups, int splits, int kv_heads, cudaStream_t stream,
+                       unsigned* arrivals, T* out) {
+  if (mt == 1) launch_split<T, D, 1, W>(a, groups, splits, kv_heads, stream, arrivals, out);
+  else launch_split<T, D, 2, W>(a, groups, splits, kv_heads, stream, arrivals, out);
+}
+
+// TRIFORCE_ATTN_SPLIT_WARPS: auto (the measured choice per head dim), 4 or 8.
+int split_warps_from_env() {
+  static const int v = [] {
+    const char* s = std::getenv("TRIFORCE_ATTN_SPLIT_WARPS");
+    if (!s || !*s || std::strcmp(s, "auto") == 0) return 0;
+    if (std::strcmp(s, "4") == 0) return 4;
+    if (std::strcmp(s, "8") == 0) return 8;
+    TF_FAIL("TRIFORCE_ATTN_SPLIT_WARPS=" << s << ": expected auto, 4 or 8");
+  }();
+  return v;
+}
+
 }  // namespace
+
+int attention_decode_split_warps(int64_t head_dim) {
+  if (head_dim != 64) return kWarps;  // the wide tile's stages would not fit two CTAs an SM at D = 128
+  const int v = split_warps_from_env();
+  return v > 0 ? v : kDefaultSplitWarpsD64;
+}
 
 int attention_decode_num_splits(const AttentionDecodeParams& p) {
   if (p.split_slots > 0) return int((std::max<int64_t>(1, bound_of(p)) + p.split_slots - 1) / p.split_slots);
@@ -201,9 +228,16 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
   // One m16 tile per CTA for up to 16 query rows per kv head, else two (32 rows share each K/V tile).
   const int mt = R > 16 ? 2 : 1;
   const int groups = int((R + 16 * mt - 1) / (16 * mt));
+  TF_CHECK(p.split_warps == 0 || p.split_warps == kWarps || (p.split_warps == kWideWarps && p.head_dim == 64),
+           "cuda::attention_decode: split_warps " << p.split_warps << " at head_dim " << p.head_dim
+                                                  << " (need 0, 4, or 8 at head_dim 64)");
+  const int W = p.split_warps > 0 ? p.split_warps : attention_decode_split_warps(p.head_dim);
   // The in-split combine merges a head's n G rows in the split's shared memory.
-  const size_t split_smem = p.head_dim == 64 ? (mt == 1 ? split_smem_bytes<64, 1>() : split_smem_bytes<64, 2>())
-                                             : (mt == 1 ? split_smem_bytes<128, 1>() : split_smem_bytes<128, 2>());
+  const size_t split_smem =
+      p.head_dim == 64
+          ? (W == kWideWarps ? (mt == 1 ? split_smem_bytes<64, 1, kWideWarps>() : split_smem_bytes<64, 2, kWideWarps>())
+                             : (mt == 1 ? split_smem_bytes<64, 1>() : split_smem_bytes<64, 2>()))
+          : (mt == 1 ? split_smem_bytes<128, 1>() : split_smem_bytes<128, 2>());
   // One split: it writes the output itself (SplitArgs::out), the same bits, one launch fewer.
   const bool direct = splits == 1 && p.direct_single_split;
   if (direct) {
@@ -216,13 +250,10 @@ void attention_decode(const AttentionDecodeParams& p, cudaStream_t stream) {
     arrivals = arrival_counters(stream);
   TF_DISPATCH_HALF(p.dtype, T, {
     T* out = static_cast<T*>(p.out);
-    if (p.head_dim == 64) {
-      if (mt == 1) launch_split<T, 64, 1>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
-      else launch_split<T, 64, 2>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
-    } else {
-      if (mt == 1) launch_split<T, 128, 1>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
-      else launch_split<T, 128, 2>(a, groups, splits, int(p.num_kv_heads), stream, arrivals, out);
-    }
+    const int kvh = int(p.num_kv_heads);
+    if (p.head_dim == 128) launch_split_rows<T, 128, kWarps>(a, mt, groups, splits, kvh, stream, arrivals, out);
+    else if (W == kWideWarps) launch_split_rows<T, 64, kWideWarps>(a, mt, groups, splits, kvh, stream, arrivals, out);
+    else launch_split_rows<T, 64, kWarps>(a, mt, groups, splits, kvh, stream, arrivals, out);
     if (!direct && !arrivals)  // else the one split wrote the rows, or the last split block of each head combined
       launch_step(attention_combine_kernel<T>, dim3(unsigned(rows)), dim3(unsigned(kCombineGroups * p.head_dim)), 0,
                   stream, static_cast<const float*>(a.o_part), static_cast<const float*>(a.lse_part),

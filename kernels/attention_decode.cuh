@@ -58,7 +58,22 @@ struct AttentionDecodeParams {
   // false: the combine runs all the same (the tests' and the A/B's reference;
   // StepFusions::direct_single_split).
   bool direct_single_split = true;
+  // Warps per split CTA: 0 -> attention_decode_split_warps(head_dim); else 4,
+  // or 8 at head_dim 64. Each width has its own rounding, so every call that
+  // must agree bit for bit (a verify row and its decode step, the persistent
+  // step and the per-op one) takes the process's choice; the tests set it.
+  int split_warps = 0;
 };
+
+// The split CTA's warps for a head dim, fixed for the process: 4 at head_dim
+// 128; at 64, TRIFORCE_ATTN_SPLIT_WARPS (4 or 8) or, unset or auto, the
+// default below. Each warp takes 16 slots of every KV tile, so 8 warps halve
+// the tile iterations of a 512-slot split (a short split is bound by that
+// chain of dependent instructions, not by memory). The default stays 4, the
+// bits every earlier result has, until experiments/h200/split_warps_ab.sh has
+// measured 8 on a GPU (not yet run: no GPU was lent when it was written).
+inline constexpr int kDefaultSplitWarpsD64 = 4;
+int attention_decode_split_warps(int64_t head_dim);
 
 // Step launches (kernels/pdl.cuh): the split and combine kernels wait for the
 // previous kernel before they read q, the cache, the length or the workspace.

@@ -14,10 +14,18 @@
 
 namespace tf::cuda::attn {
 
-constexpr int kWarps = 4;             // warps per split CTA; each takes 16 slots of every tile
+// A split tile runs W warps, each taking 16 slots of every KV tile of 16 W
+// slots. W is fixed per process and head dim (attention_decode_split_warps),
+// never per call, so a row's result does not depend on the call: 4 warps, or
+// 8 for head dim 64, where a short split is bound by the length of each warp's
+// instruction chain, not by memory (results/h100/session-2026-12-07d).
+constexpr int kWarps = 4;             // the narrow tile (every head dim)
+constexpr int kWideWarps = 8;         // the wide tile (head dim 64 only: its stages fit as the narrow D = 128 ones)
 constexpr int kThreads = kWarps * 32;
-constexpr int kTile = 16 * kWarps;    // KV slots per pipeline stage
+constexpr int kTile = 16 * kWarps;    // the narrow tile's slots; split sizes are multiples of it
 constexpr int kStages = 3;            // tiles in flight: two load while one is consumed
+template <int W> inline constexpr int kSplitThreads = 32 * W;
+template <int W> inline constexpr int kSplitTile = 16 * W;
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct SplitArgs {
@@ -30,7 +38,7 @@ struct SplitArgs {
   float* lse_part;  // [splits, n, H] (log2 domain)
   int n, H, G;      // G = heads per kv head
   int64_t head_stride, token_stride;
-  int chunk;        // slots per split, a multiple of kTile
+  int chunk;        // slots per split, a multiple of kTile (a wide tile's last one in a split may be partly past it)
   float scale_log2;
   // Non-null when the grid has one split: that split writes its rows here, in
   // the KV dtype, [n, H, D], instead of o_part and lse_part, and no combine
@@ -41,38 +49,38 @@ struct SplitArgs {
   void* out = nullptr;
 };
 
-template <int D, int MT> constexpr size_t split_smem_bytes() {
+template <int D, int MT, int W = kWarps> constexpr size_t split_smem_bytes() {
   constexpr int rows = 16 * MT;
-  const size_t tiles = sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kTile * D);
-  const size_t merge = sizeof(float) * size_t(kWarps) * rows * (D + 2);
+  const size_t tiles = sizeof(uint16_t) * (size_t(rows) * D + size_t(kStages) * 2 * kSplitTile<W> * D);
+  const size_t merge = sizeof(float) * size_t(W) * rows * (D + 2);
   return tiles > merge ? tiles : merge;
 }
 
-// Barrier of the 128 threads running a split tile (named, so a wider block's
+// Barrier of the 32 W threads running a split tile (named, so a wider block's
 // other warps need not take part).
-__device__ __forceinline__ void split_sync(int bar_id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar_id), "r"(kThreads) : "memory");
+template <int W = kWarps> __device__ __forceinline__ void split_sync(int bar_id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar_id), "r"(kSplitThreads<W>) : "memory");
 }
 
-// grid = (row groups, splits, kv heads); block = 4 warps. Query row r of kv
+// grid = (row groups, splits, kv heads); block = W warps. Query row r of kv
 // head kvh is token r / G, head kvh * G + r % G; the CTA takes rows
 // [16 MT group, 16 MT (group + 1)) as MT mma M tiles, so the whole GQA group
 // (and every verify token) shares each K/V tile it loads. The groups of one
 // split sit next to each other in the grid and read the same tiles through L2.
 // Warp w scores and accumulates slots [16w, 16w + 16) of each tile with its
-// own online softmax; the four warps merge in shared memory at the end.
-// The tile runs on threads tid = 0..127 of their block, which meet at named
-// barrier bar_id (0 in the standalone kernel, whose block is these 128 threads);
-// smem_raw is split_smem_bytes<D, MT>() bytes of 128-byte aligned shared memory.
+// own online softmax; the W warps merge in shared memory at the end.
+// The tile runs on threads tid = 0..32 W - 1 of their block, which meet at named
+// barrier bar_id (0 in the standalone kernel, whose block is these threads);
+// smem_raw is split_smem_bytes<D, MT, W>() bytes of 128-byte aligned shared memory.
 // The split kernel's Q rows: cp.async from the rotated q in global memory
 // (token-major, head-minor, one 16-byte chunk per copy), rows past R zero.
 struct QFromGlobal {
-  template <class T, int D, int kRows>
+  template <class T, int D, int kRows, int kThr>
   __device__ __forceinline__ void load(const SplitArgs& a, T* q_s, int group, int kvh, int tid) const {
     using namespace mma;
     const int R = a.n * a.G;
     const T* Q = static_cast<const T*>(a.q);
-    for (int i = tid; i < kRows * (D / 8); i += kThreads) {
+    for (int i = tid; i < kRows * (D / 8); i += kThr) {
       const int r = i / (D / 8), c = (i % (D / 8)) * 8;
       const int row = group * kRows + r;
       const bool ok = row < R;
@@ -82,12 +90,13 @@ struct QFromGlobal {
   }
 };
 
-template <class T, int D, int MT, class QL = QFromGlobal>
+template <class T, int D, int MT, int W, class QL = QFromGlobal>
 __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int group, int split, int kvh,
                                                      unsigned char* smem_raw, int tid, int bar_id,
                                                      const QL& ql = QL()) {
   using namespace mma;
   constexpr int kRows = 16 * MT;
+  constexpr int kWarps = W, kThreads = kSplitThreads<W>, kTile = kSplitTile<W>;  // shadow the narrow tile's
   T* q_s = reinterpret_cast<T*>(smem_raw);   // [kRows * D] swizzled
   T* k_s = q_s + kRows * D;                  // [kStages][kTile * D]
   T* v_s = k_s + kStages * kTile * D;        // [kStages][kTile * D]
@@ -105,7 +114,7 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
   // Q rows into q_s (QFromGlobal: cp.async, travelling in the first commit
   // group; another loader may store them directly: the loop's first barrier
   // comes before any read of q_s).
-  ql.template load<T, D, kRows>(a, q_s, group, kvh, tid);
+  ql.template load<T, D, kRows, kThreads>(a, q_s, group, kvh, tid);
 
   const int len = *a.kv_length;
   int max_pos = INT_MIN;
@@ -155,7 +164,7 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
     if (tile + kStages - 1 < ntiles) load_kv(tile + kStages - 1);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
-    split_sync(bar_id);
+    split_sync<W>(bar_id);
 
     const int stage = tile % kStages;
     const auto* kbase = reinterpret_cast<const uint16_t*>(k_s + stage * kTile * D);
@@ -211,10 +220,10 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
       pa[3] = pack2<T>(s[mt][1][2], s[mt][1][3]);
       pv_step<T, D>(o[mt], pa, vt, warp * 16, lane);
     }
-    split_sync(bar_id);  // this stage is refilled kStages - 1 iterations from now
+    split_sync<W>(bar_id);  // this stage is refilled kStages - 1 iterations from now
   }
   cp_async_wait<0>();
-  split_sync(bar_id);  // tiles are dead: reuse shared memory for the merge
+  split_sync<W>(bar_id);  // tiles are dead: reuse shared memory for the merge
 
   // Merge the warps: per warp and row, m, l and the unnormalised output.
   float* m_s = reinterpret_cast<float*>(smem_raw);  // [kWarps][kRows]
@@ -239,7 +248,7 @@ __device__ __forceinline__ void attention_split_tile(const SplitArgs& a, int gro
         dst[dt * 8 + 1] = o[mt][dt][2 * r + 1];
       }
     }
-  split_sync(bar_id);
+  split_sync<W>(bar_id);
   for (int i = tid; i < kRows * D; i += kThreads) {
     const int r = i / D, d = i % D;
     const int row = group * kRows + r;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "activation_tile.cuh"
+#include "attention_decode.cuh"
 #include "attention_decode_tile.cuh"
 #include "common.cuh"
 #include "core/env_knobs.h"
@@ -174,16 +175,16 @@ struct QRope {
   const int32_t* rows;
   int64_t table_rows;
   // Every load of a thread first, then the rotations (one L2 round trip, not one a pair).
-  template <class T, int D, int kRows>
+  template <class T, int D, int kRows, int kThr>
   __device__ __forceinline__ void load(const attn::SplitArgs& a, T* q_s, int group, int kvh, int tid) const {
     constexpr int half = D / 2;
-    constexpr int kIters = kRows * half / attn::kThreads;
-    static_assert(kRows * half % attn::kThreads == 0, "whole pairs a thread");
+    constexpr int kIters = kRows * half / kThr;
+    static_assert(kRows * half % kThr == 0, "whole pairs a thread");
     const int R = a.n * a.G;
     float x1[kIters], x2[kIters], c[kIters], s[kIters];
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const int i = tid + it * attn::kThreads, r = i / half, j = i % half, row = group * kRows + r;
+      const int i = tid + it * kThr, r = i / half, j = i % half, row = group * kRows + r;
       x1[it] = x2[it] = c[it] = s[it] = 0.0f;
       if (row < R) {
         const int t = row / a.G, h = kvh * a.G + row % a.G;
@@ -198,7 +199,7 @@ struct QRope {
     }
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
-      const int i = tid + it * attn::kThreads, r = i / half, j = i % half, row = group * kRows + r;
+      const int i = tid + it * kThr, r = i / half, j = i % half, row = group * kRows + r;
       T y1 = from_f32<T>(0.0f), y2 = from_f32<T>(0.0f);  // rows past R: zeros, as cp.async's zero fill
       if (row < R) rope_pair(x1[it], x2[it], c[it], s[it], y1, y2);
       q_s[mma::swz<D>(r, j & ~7) + (j & 7)] = y1;
@@ -210,19 +211,19 @@ struct QRope {
 // The fused attention phase's K/V write: for each of the step's tokens whose
 // slot lies in [lo, hi) (this task's split), KV head kvh's rotated k and its v
 // into the cache, as rope_qkv_row writes them (rope_pair; v copied). The
-// (token, k|v, pair) items are spread over the 128 threads, loads first.
-template <class T, int D>
+// (token, k|v, pair) items are spread over the tile's kThr threads, loads first.
+template <class T, int D, int kThr>
 __device__ __forceinline__ void write_split_kv(const RopeQkvParams& p, int n, int kvh, int lo, int hi, int tid) {
   constexpr int half = D / 2, kU = 4;
   const int items = n * 2 * half;
-  for (int base = 0; base < items; base += kU * attn::kThreads) {
+  for (int base = 0; base < items; base += kU * kThr) {
     T x1[kU], x2[kU];  // raw: v is copied bit for bit
     float c[kU], s[kU];
     int64_t at[kU];
     bool go[kU], is_k[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int i = base + u * attn::kThreads + tid;
+      const int i = base + u * kThr + tid;
       const int t = i / (2 * half), j = i % half;
       is_k[u] = i / half % 2 == 0;
       const int slot = i < items ? p.slots[t] : -1;
@@ -261,7 +262,8 @@ enum Phase : unsigned { kStart = 0, kQkv, kRope, kAttn, kComb, kO, kGu, kDown, k
 
 // stage_off, stage_bytes: where the two weight-stage buffers start in the
 // dynamic shared memory and the bytes of each (0: no staging).
-template <class T, int D>
+// AW: the attention split tile's warps (attention_decode_split_warps(D)).
+template <class T, int D, int AW>
 __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __grid_constant__ PersistentStepParams p,
                                                                        int norm_threads, float scale_log2,
                                                                        int stage_off, int stage_bytes) {
@@ -408,32 +410,34 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
       stamp(kRope);
     }
 
-    // attention splits, on warps 0..3 of each block. Fused: a task first writes
+    // attention splits, on the split tile's AW warps of each block (4, or all 8). Fused: a task first writes
     // the step's K/V rows that fall in its split (no other task reads them),
     // rotates its q rows into shared memory, and the last task of a KV head to
     // finish combines that head's rows.
-    // Only warps 0..3 touch shared memory here, each reuse ordered by named barrier kAttnBarrier (their 128
-    // threads); warps 4..7 wait at the grid barrier's first __syncthreads, which then orders this phase against
-    // the next for all 256. racecheck (sanitize run 3) reported hazards only after this phase, each between two
+    // Only the tile's warps touch shared memory here, each reuse ordered by named barrier kAttnBarrier (their
+    // threads); with the narrow tile warps 4..7 wait at the grid barrier's first __syncthreads, which then orders
+    // this phase against the next for all 256. racecheck (sanitize run 3) reported hazards only after this phase, each between two
     // accesses a __syncthreads orders: the tool's, as experiments/h200/racecheck_named_barrier.cu showed (it
     // reports such pairs once some warps ran a named barrier the others did not, and none when every warp ran
     // as many; docs/RELIABILITY.md).
-    if (tid < attn::kThreads) {
+    constexpr int kAttnThreads = attn::kSplitThreads<AW>;
+    static_assert(kAttnThreads <= kThreads, "the split tile fits the block");
+    if (tid < kAttnThreads) {
       const QRope qrope{p.qkv, qkv_out, p.rope.cos, p.rope.sin, p.rope.rows, p.rope.table_rows};
       for (int task = blockIdx.x; task < tasks; task += gridDim.x) {
         const int group = task % groups, split = (task / groups) % splits, kvh = task / (groups * splits);
         if (!p.fused_attention) {
-          if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier);
-          else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier);
-          attn::split_sync(kAttnBarrier);  // the next task refills the shared memory this one merged in
+          if (mt == 1) attn::attention_split_tile<T, D, 1, AW>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+          else attn::attention_split_tile<T, D, 2, AW>(sa, group, split, kvh, smem, tid, kAttnBarrier);
+          attn::split_sync<AW>(kAttnBarrier);  // the next task refills the shared memory this one merged in
           continue;
         }
-        if (group == 0) write_split_kv<T, D>(rp, n, kvh, split * chunk, (split + 1) * chunk, tid);
+        if (group == 0) write_split_kv<T, D, kAttnThreads>(rp, n, kvh, split * chunk, (split + 1) * chunk, tid);
         __threadfence();
-        attn::split_sync(kAttnBarrier);  // the rows are in the cache before the tile's copies read them
-        if (mt == 1) attn::attention_split_tile<T, D, 1>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
-        else attn::attention_split_tile<T, D, 2>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
-        attn::split_sync(kAttnBarrier);  // every partial of this task is written
+        attn::split_sync<AW>(kAttnBarrier);  // the rows are in the cache before the tile's copies read them
+        if (mt == 1) attn::attention_split_tile<T, D, 1, AW>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
+        else attn::attention_split_tile<T, D, 2, AW>(sa, group, split, kvh, smem, tid, kAttnBarrier, qrope);
+        attn::split_sync<AW>(kAttnBarrier);  // every partial of this task is written
         if (direct) continue;            // the split wrote its rows of att
         if (tid == 0) {
           __threadfence();
@@ -442,15 +446,15 @@ __global__ void __launch_bounds__(kThreads, 1) persistent_step_kernel(const __gr
           if (last_task) atomicExch(p.counters + kvh, 0u);  // every task of the head has arrived
           __threadfence();
         }
-        attn::split_sync(kAttnBarrier);
+        attn::split_sync<AW>(kAttnBarrier);
         if (last_task) {
           const int64_t base = int64_t(kvh) * G;
           attn::attention_combine_rows<T, LoadCoherent>(
               sa.o_part, sa.lse_part, att, splits, int(rows), int(n * G),
               [=](int i) { return int64_t(i / G) * H + base + i % G; }, D, p.kv_length, chunk,
-              reinterpret_cast<float*>(smem), tid, attn::kThreads, [] { attn::split_sync(kAttnBarrier); });
+              reinterpret_cast<float*>(smem), tid, kAttnThreads, [] { attn::split_sync<AW>(kAttnBarrier); });
         }
-        attn::split_sync(kAttnBarrier);  // the next task refills the shared memory
+        attn::split_sync<AW>(kAttnBarrier);  // the next task refills the shared memory
       }
     }
     grid_barrier(p.barrier, p.barrier_kind, opens_at);
@@ -606,11 +610,11 @@ int blocks_per_sm_wanted() {
   return v;
 }
 
-template <class T, int D>
+template <class T, int D, int AW>
 void launch(const PersistentStepParams& p, cudaStream_t stream) {
-  auto* kern = persistent_step_kernel<T, D>;
+  auto* kern = persistent_step_kernel<T, D, AW>;
   const int64_t G = p.heads / p.kv_heads, R = p.n * G;
-  const size_t attn_bytes = R > 16 ? attn::split_smem_bytes<D, 2>() : attn::split_smem_bytes<D, 1>();
+  const size_t attn_bytes = R > 16 ? attn::split_smem_bytes<D, 2, AW>() : attn::split_smem_bytes<D, 1, AW>();
   const size_t rows_bytes = sizeof(T) * size_t(p.n) * size_t(std::max(p.hidden, p.inter) + 8);
   const size_t base = (std::max(attn_bytes, rows_bytes) + 127) / 128 * 128;
   // The two weight-stage buffers after it, as large as the SM leaves room for (up to kStageBufferMax).
@@ -795,8 +799,10 @@ void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {
   TF_CHECK(p.workspace_bytes >= persistent_step_workspace_bytes(p.n, p.heads, p.head_dim, p.max_splits),
            "cuda::persistent_step: workspace of " << p.workspace_bytes << " bytes is too small");
   TF_DISPATCH_HALF(p.dtype, T, {
-    if (p.head_dim == 64) launch<T, 64>(p, stream);
-    else launch<T, 128>(p, stream);
+    // The per-op path's split tile, so the same bits (attention_decode_split_warps).
+    if (p.head_dim == 128) launch<T, 128, attn::kWarps>(p, stream);
+    else if (attention_decode_split_warps(64) == attn::kWideWarps) launch<T, 64, attn::kWideWarps>(p, stream);
+    else launch<T, 64, attn::kWarps>(p, stream);
   });
 }
 

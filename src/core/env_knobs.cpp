@@ -56,6 +56,8 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_CUDNN_ATTN_CONFIG", "heuristic or a cuDNN engine-config tag (eng<N>_k<type>=<value>...)",
      [](const std::string& v) { return v == "heuristic" || parse_cudnn_config_tag(v); },
      "kernels/attention_prefill_cudnn.cpp"},
+    {"TRIFORCE_ATTN_SPLIT_WARPS", "auto, 4 or 8", [](const std::string& v) { return one_of(v, {"auto", "4", "8"}); },
+     "kernels/attention_decode.cu"},
     {"TRIFORCE_ATTN_SPLIT_SLOTS", "auto or a multiple of 64 (>= 64)",
      [](const std::string& v) { return v == "auto" || (int_in(v, 64, int64_t(1) << 30) && std::atoll(v.c_str()) % 64 == 0); },
      "ops/cpu/ops_cpu.cpp"},

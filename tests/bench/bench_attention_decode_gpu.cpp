@@ -2,9 +2,9 @@
 // after warm-up): one layer's KV read per call, reported in GB/s and as a
 // fraction of the measured 4.22 TB/s H200 HBM read peak. Shapes: Llama-2-7B
 // (32 heads, MHA) and Llama-3.1-8B (32/8 GQA), head_dim 128, bf16; n = 1
-// (decode), 7 (verify) and 32 query tokens. Short contexts rotate through
-// several K/V copies so that the reads come from HBM rather than L2. Args:
-// length, kv heads, query tokens, splits (0 = automatic).
+// (decode), 7 (verify) and 32 query tokens; BM_AttentionDecodeSmall: the
+// small models' head_dim 64 at both split widths. Short contexts rotate
+// through several K/V copies so that the reads come from HBM rather than L2.
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
@@ -20,15 +20,21 @@ namespace {
 
 constexpr double kPeakBytesPerS = 4.22e12;  // measured H200 HBM read (results/h200)
 
-void BM_AttentionDecode(benchmark::State& state) {
+struct Shape {
+  int64_t len, heads, kv_heads, hd, n;
+  int splits = 0;           // 0: automatic (ignored with split_slots)
+  int64_t split_slots = 0;  // > 0: the model's fixed splits
+  int warps = 0;            // split CTA warps (0: the process default)
+};
+
+void run(benchmark::State& state, const Shape& sh) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     cudaGetLastError();
     state.SkipWithError("no CUDA device");
     return;
   }
-  const int64_t len = state.range(0), kv_heads = state.range(1), n = state.range(2), splits = state.range(3);
-  const int64_t heads = 32, hd = 128;
+  const int64_t len = sh.len, kv_heads = sh.kv_heads, n = sh.n, heads = sh.heads, hd = sh.hd;
   const size_t kv_bytes = size_t(kv_heads * len * hd * 2);
   // Enough K/V copies to cycle through 256 MB, so short contexts are timed from HBM, not from the 50 MB L2.
   const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / (2 * kv_bytes));
@@ -60,7 +66,8 @@ void BM_AttentionDecode(benchmark::State& state) {
   p.head_dim = hd;
   p.capacity = len;
   p.dtype = tf::DType::BF16;
-  p.num_splits = int(splits);  // 0: the kernel's own choice
+  p.num_splits = sh.splits;  // 0: the kernel's own choice
+  p.split_slots = sh.split_slots, p.split_warps = sh.warps;
   tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
   p.workspace = ws.as<float>();
 
@@ -94,6 +101,12 @@ void BM_AttentionDecode(benchmark::State& state) {
                                                       benchmark::Counter::kIsRate);
   state.counters["TBps"] = benchmark::Counter(bytes / 1e12 * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["splits"] = tf::cuda::attention_decode_num_splits(p);
+  state.counters["warps"] = p.split_warps > 0 ? p.split_warps : tf::cuda::attention_decode_split_warps(hd);
+}
+
+// Args: length, kv heads, query tokens, splits (0 = automatic); 32 heads of 128.
+void BM_AttentionDecode(benchmark::State& state) {
+  run(state, {state.range(0), 32, state.range(1), 128, state.range(2), int(state.range(3))});
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -107,6 +120,18 @@ void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t splits : {33, 132}) b->Args({131072, 8, 7, splits});
 }
 BENCHMARK(BM_AttentionDecode)->Apply(Shapes)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The small models' decode attention as their steps run it (512-slot splits),
+// with each split width: args length, heads, kv heads, query tokens, warps.
+// SmolLM2-135M is 9/3 heads of 64, the 68M draft 12/12 of 64.
+void BM_AttentionDecodeSmall(benchmark::State& state) {
+  run(state, {state.range(0), state.range(1), state.range(2), 64, state.range(3), 0, 512, int(state.range(4))});
+}
+BENCHMARK(BM_AttentionDecodeSmall)
+    ->ArgsProduct({{256, 1024, 6478}, {9}, {3}, {1, 4}, {4, 8}})
+    ->ArgsProduct({{250}, {12}, {12}, {1, 4}, {4, 8}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 #endif

@@ -21,8 +21,11 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "core/check.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
 
@@ -40,7 +43,11 @@ struct Case {
   DType dt;
   int splits = 0;             // 0: auto
   bool positions = true;      // false: q_positions = nullptr (every query sees all slots)
+  int warps = 0;              // split CTA warps: 0 the process default, 4, or 8 (head_dim 64)
 };
+
+// The split widths a head dim has: every one is checked against the CPU.
+std::vector<int> widths(int64_t D) { return D == 64 ? std::vector<int>{4, 8} : std::vector<int>{4}; }
 
 #ifdef TRIFORCE_HAVE_CUDA
 using tf::testing::fill_uniform;
@@ -48,7 +55,7 @@ using tf::testing::fill_uniform;
 void run_case(const Case& c) {
   SCOPED_TRACE(testing::Message() << "L=" << c.L << " D=" << c.D << " H=" << c.H << " KH=" << c.KH << " n=" << c.n
                                   << " " << tf::dtype_name(c.dt) << " splits=" << c.splits
-                                  << " positions=" << c.positions);
+                                  << " positions=" << c.positions << " warps=" << c.warps);
   const int64_t cap = c.L + 13, D = c.D;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> k(c.KH * cap * D, nan), v(c.KH * cap * D, nan), q(c.n * c.H * D);
@@ -71,7 +78,7 @@ void run_case(const Case& c) {
   p.q = dq.get(), p.k_cache = dk.get(), p.v_cache = dv.get(), p.out = dout.get();
   p.kv_length = dlen.as<int32_t>(), p.q_positions = c.positions ? dpos.as<int32_t>() : nullptr;
   p.n = c.n, p.num_heads = c.H, p.num_kv_heads = c.KH, p.head_dim = D, p.capacity = cap;
-  p.num_splits = c.splits, p.dtype = c.dt;
+  p.num_splits = c.splits, p.dtype = c.dt, p.split_warps = c.warps;
   tf::cuda::DeviceBuffer ws(tf::cuda::attention_decode_workspace_bytes(p));
   p.workspace = ws.as<float>();
   ws.poison();
@@ -147,7 +154,8 @@ TEST(KernelsAttention, ShortLengths) {
     for (int64_t D : {64, 128})
       for (auto hk : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
         for (DType dt : {DType::F16, DType::BF16})
-          for (int64_t n : {1, 3, 7}) run_case({L, D, hk.first, hk.second, n, dt});
+          for (int64_t n : {1, 3, 7})
+            for (int w : widths(D)) run_case({L, D, hk.first, hk.second, n, dt, 0, true, w});
 #endif
 }
 
@@ -159,14 +167,15 @@ TEST(KernelsAttention, VerifyAndSplits) {
   const int64_t L = tf::testing::pick<int64_t>(4097, 1300);  // the forced split counts keep 4097
   for (DType dt : {DType::F16, DType::BF16}) {
     run_case({L, 128, 32, 8, 32, dt});
-    run_case({L, 64, 32, 32, 32, dt});
+    for (int w : widths(64)) run_case({L, 64, 32, 32, 32, dt, 0, true, w});
     run_case({L, 128, 64, 8, 32, dt});
     run_case({129, 128, 32, 8, 32, dt});
     run_case({3, 128, 32, 8, 32, dt});  // most queries see nothing: zero rows
     run_case({4097, 128, 32, 8, 1, dt, 1});
     run_case({4097, 128, 32, 8, 7, dt, 7});
     run_case({4097, 128, 32, 8, 4, dt, 129});
-    run_case({127, 64, 16, 4, 5, dt, 0, false});
+    for (int w : widths(64)) run_case({127, 64, 16, 4, 5, dt, 0, false, w});
+    for (int w : widths(64)) run_case({1300, 64, 12, 3, 5, dt, 3, true, w});  // forced splits of 448 slots: a partial wide tile
   }
 #endif
 }
@@ -178,7 +187,33 @@ TEST(KernelsAttention, LongContext65537) {
     run_case({65537, 128, 32, 8, 1, dt});
     run_case({65537, 128, 32, 8, 32, dt});
   }
-  run_case({65537, 64, 8, 8, 1, DType::BF16});
-  run_case({65537, 64, 8, 8, 5, DType::F16});
+  for (int w : widths(64)) {
+    run_case({65537, 64, 8, 8, 1, DType::BF16, 0, true, w});
+    run_case({65537, 64, 8, 8, 5, DType::F16, 0, true, w});
+  }
+#endif
+}
+
+// The wide split tile exists only at head_dim 64: anything else is refused
+// with one line naming the field, before a launch.
+TEST(KernelsAttention, RefusesASplitWidthTheHeadDimLacks) {
+  REQUIRE_DEVICE();
+#ifdef TRIFORCE_HAVE_CUDA
+  tf::cuda::DeviceBuffer buf(1 << 16), len(4);
+  tf::cuda::AttentionDecodeParams p;
+  p.q = buf.get(), p.k_cache = buf.get(), p.v_cache = buf.get(), p.out = buf.get(), p.workspace = buf.as<float>();
+  p.kv_length = len.as<int32_t>(), p.num_heads = 8, p.num_kv_heads = 8, p.capacity = 16, p.split_slots = 512;
+  for (auto [D, w] : {std::pair<int64_t, int>{128, 8}, {64, 6}, {64, 16}}) {
+    p.head_dim = D, p.split_warps = w;
+    try {
+      tf::cuda::attention_decode(p);
+      ADD_FAILURE() << "split_warps " << w << " at head_dim " << D << " was taken";
+    } catch (const tf::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("split_warps " + std::to_string(w)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(tf::cuda::attention_decode_split_warps(128), 4);
+  const int w64 = tf::cuda::attention_decode_split_warps(64);
+  EXPECT_TRUE(w64 == 4 || w64 == 8) << w64;
 #endif
 }

@@ -45,11 +45,12 @@ TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
   REQUIRE_DEVICE();
 #ifdef TRIFORCE_HAVE_CUDA
   for (DType dt : {DType::BF16, DType::F16})
-    for (int64_t D : {64, 128})
+    for (auto [D, warps] : {std::pair<int64_t, int>{64, 4}, {64, 8}, {128, 4}})  // every split width
       for (auto [H, KH] : {std::pair<int64_t, int64_t>{8, 8}, {12, 3}})
         // Sanitizer shapes: one split, two, and three (1300), not the long contexts.
         for (int64_t L : tf::testing::grid<int64_t>({7, 513, 4097, 65537}, {7, 513, 1300})) {
-          SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " D=" << D << " H=" << H << "/" << KH << " L=" << L);
+          SCOPED_TRACE(testing::Message() << tf::dtype_name(dt) << " D=" << D << " warps=" << warps << " H=" << H
+                                          << "/" << KH << " L=" << L);
           const int64_t n = 7, cap = L + 8;
           auto kh = uniform(size_t(KH * cap * D), 1), vh = uniform(size_t(KH * cap * D), 2);
           auto qh = uniform(size_t(n * H * D), 3, 2.0f);
@@ -66,7 +67,7 @@ TEST(BatchInvariance, VerifyRowsEqualTheirOwnDecodeSteps) {
             p.q = static_cast<const uint16_t*>(q.get()) + row0 * H * D, p.k_cache = k.get(), p.v_cache = v.get();
             p.out = out.get(), p.kv_length = dlen.as<int32_t>(), p.q_positions = dslots.as<int32_t>();
             p.n = rows, p.num_heads = H, p.num_kv_heads = KH, p.head_dim = D, p.capacity = cap;
-            p.max_length = len, p.split_slots = 512, p.dtype = dt;
+            p.max_length = len, p.split_slots = 512, p.dtype = dt, p.split_warps = warps;
             DeviceBuffer ws(attention_decode_workspace_bytes(p));
             ws.poison();
             p.workspace = ws.as<float>();

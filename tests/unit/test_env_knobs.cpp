@@ -37,7 +37,7 @@ std::string check(std::vector<std::string> entries) {
 
 TEST(EnvKnobs, AcceptsKnownValuesAndOtherVariables) {
   EXPECT_EQ(check({"PATH=/usr/bin", "HOME=/root", "TRIFORCE_PDL=1", "TRIFORCE_FUSED_NORM_GEMM=0",
-                   "TRIFORCE_ATTN_SPLIT_SLOTS=auto", "TRIFORCE_ATTN_SPLIT_SLOTS=128", "TRIFORCE_GEMM_ALGO=tuned",
+                   "TRIFORCE_ATTN_SPLIT_SLOTS=auto", "TRIFORCE_ATTN_SPLIT_SLOTS=128", "TRIFORCE_ATTN_SPLIT_WARPS=8", "TRIFORCE_GEMM_ALGO=tuned",
                    "TRIFORCE_SKINNY_VARIANT=2", "TRIFORCE_PERSISTENT_BLOCKS_PER_SM=8", "TRIFORCE_CACHE=/tmp/x",
                    "TRIFORCE_PREFETCH_MIB=all", "TRIFORCE_PREFETCH_MIB=auto", "TRIFORCE_PREFETCH_MIB=12",
                    "TRIFORCE_DEFAULT_DRAFT=none", "TRIFORCE_TP_LM_HEAD=replicated", "TRIFORCE_GIT_DIRTY=0",
@@ -57,6 +57,7 @@ TEST(EnvKnobs, RefusesBadValuesNamingTheVariable) {
       {"TRIFORCE_ATTN_SPLIT_SLOTS=100", "TRIFORCE_ATTN_SPLIT_SLOTS=100: expected auto or a multiple of 64"},
       {"TRIFORCE_ATTN_SPLIT_SLOTS=0", "expected auto or a multiple of 64"},
       {"TRIFORCE_ATTN_SPLIT_SLOTS=64x", "expected auto or a multiple of 64"},
+      {"TRIFORCE_ATTN_SPLIT_WARPS=16", "TRIFORCE_ATTN_SPLIT_WARPS=16: expected auto, 4 or 8"},
       {"TRIFORCE_GEMM_ALGO=fast", "TRIFORCE_GEMM_ALGO=fast: expected cublas, lt, tuned or auto"},
       {"TRIFORCE_PERSISTENT_BLOCKS_PER_SM=9", "expected 1 to 8"},
       {"TRIFORCE_PREFETCH_MIB=half", "expected all, auto or an integer from 0 to 1048576"},
