@@ -42,8 +42,8 @@ def geometry(draft_dir, dtype_bytes):
     tgt = cfg.get("triforce_shared_embedding", {}).get("target")
     if not tgt:
         sys.exit(f"floor_model: {draft_dir}/config.json: no triforce_shared_embedding.target geometry")
-    head_rows = 16384 if os.path.exists(os.path.join(draft_dir, "model.safetensors")) else cfg["vocab_size"]
-    # The draft's reduced head (FR-Spec): its vocab tensor's length, when the safetensors header says so.
+    # The draft's reduced head (FR-Spec): its vocab tensor's length, where the safetensors header has one.
+    head_rows = cfg["vocab_size"]
     st = os.path.join(draft_dir, "model.safetensors")
     if os.path.exists(st):
         with open(st, "rb") as f:
