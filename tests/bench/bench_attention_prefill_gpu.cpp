@@ -29,6 +29,8 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "bench_device.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,15 +62,7 @@ void fill_random(tf::cuda::DeviceBuffer& b, tf::DType t, uint32_t seed) {
   }
 }
 
-bool have_device(benchmark::State& state) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    cudaGetLastError();
-    state.SkipWithError("no CUDA device");
-    return false;
-  }
-  return true;
-}
+using tf::bench::have_device;
 
 const char* config_name(int config) {
   return config == tf::cuda::kPrefillWgmma    ? "wgmma"

@@ -13,6 +13,8 @@
 #ifdef TRIFORCE_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "bench_device.h"
+
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -40,15 +42,7 @@ const Shape kShapes[] = {{"qkv", 12288, 4096, false},
                          {"lm_head", 32000, 4096, true}};
 constexpr int kLayers = 32;
 
-bool have_device(benchmark::State& state) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    cudaGetLastError();
-    state.SkipWithError("no CUDA device");
-    return false;
-  }
-  return true;
-}
+using tf::bench::have_device;
 
 void linear(int variant, const void* x, const void* w, void* y, int64_t n, const Shape& s) {
   const tf::DType yt = s.f32_out ? tf::DType::F32 : tf::DType::BF16;

@@ -9,38 +9,46 @@
 #include <benchmark/benchmark.h>
 
 #ifdef TRIFORCE_HAVE_CUDA
-#include <cuda_runtime.h>
-
+#include "bench_device.h"
 #include "sync_latency.cuh"
 #endif
 
 namespace {
 
+// Runs probe() (us per sync; negative: not possible here) once an iteration.
+template <class Probe> void time_probe(benchmark::State& state, Probe probe) {
 #ifdef TRIFORCE_HAVE_CUDA
-bool have_device(benchmark::State& state) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    cudaGetLastError();
-    state.SkipWithError("no CUDA device");
-    return false;
-  }
-  return true;
-}
-#endif
-
-void BM_KernelBoundary(benchmark::State& state) {
-#ifdef TRIFORCE_HAVE_CUDA
-  if (!have_device(state)) return;
+  if (!tf::bench::have_device(state)) return;
   double us = 0;
   for (auto _ : state) {
-    us = tf::cuda::kernel_boundary_us(int(state.range(0)), int(state.range(1)), state.range(2) == 1,
-                                      state.range(3) == 1);
+    us = probe();
+    if (us < 0) {
+      state.SkipWithError("not possible on this GPU or build");
+      return;
+    }
     state.SetIterationTime(us * 1e-6);
   }
   state.counters["us_per_sync"] = us;
 #else
+  (void)probe;
   state.SkipWithError("built without CUDA");
 #endif
+}
+
+#ifdef TRIFORCE_HAVE_CUDA
+using tf::cuda::cluster_barrier_us;
+using tf::cuda::flag_handoff_us;
+using tf::cuda::kernel_boundary_us;
+#else
+double cluster_barrier_us(int, int) { return -1; }
+double flag_handoff_us(int) { return -1; }
+double kernel_boundary_us(int, int, bool, bool) { return -1; }
+#endif
+
+void BM_KernelBoundary(benchmark::State& state) {
+  time_probe(state, [&] {
+    return kernel_boundary_us(int(state.range(0)), int(state.range(1)), state.range(2) == 1, state.range(3) == 1);
+  });
 }
 // 132 blocks: one an SM on an H100/H200, as a step's GEMV grids are.
 BENCHMARK(BM_KernelBoundary)
@@ -51,21 +59,7 @@ BENCHMARK(BM_KernelBoundary)
     ->ReportAggregatesOnly(true);
 
 void BM_ClusterBarrier(benchmark::State& state) {
-#ifdef TRIFORCE_HAVE_CUDA
-  if (!have_device(state)) return;
-  double us = 0;
-  for (auto _ : state) {
-    us = tf::cuda::cluster_barrier_us(int(state.range(0)), 10000);
-    if (us < 0) {
-      state.SkipWithError("clusters of this size do not run here");
-      return;
-    }
-    state.SetIterationTime(us * 1e-6);
-  }
-  state.counters["us_per_sync"] = us;
-#else
-  state.SkipWithError("built without CUDA");
-#endif
+  time_probe(state, [&] { return cluster_barrier_us(int(state.range(0)), 10000); });
 }
 BENCHMARK(BM_ClusterBarrier)
     ->Arg(2)->Arg(4)->Arg(8)->Arg(16)
@@ -75,17 +69,7 @@ BENCHMARK(BM_ClusterBarrier)
     ->ReportAggregatesOnly(true);
 
 void BM_FlagHandoff(benchmark::State& state) {
-#ifdef TRIFORCE_HAVE_CUDA
-  if (!have_device(state)) return;
-  double us = 0;
-  for (auto _ : state) {
-    us = tf::cuda::flag_handoff_us(10000);
-    state.SetIterationTime(us * 1e-6);
-  }
-  state.counters["us_per_sync"] = us;
-#else
-  state.SkipWithError("built without CUDA");
-#endif
+  time_probe(state, [] { return flag_handoff_us(10000); });
 }
 BENCHMARK(BM_FlagHandoff)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
 
