@@ -4,8 +4,6 @@
 # both widths themselves. Then, per width, BM_AttentionDecodeSmall (one layer's attention at the models' shapes)
 # and the steps that run it (default launches, graphs on), medians of 3. Last, the model-level tests (batch
 # invariance, persistent step against the per-op step, step fusions, graphs, greedy chain, engine) with 8 warps.
-# Also the synchronisation floors a small-model step design pays per dependent phase (bench_sync_latency_gpu:
-# kernel boundary plain / PDL / graph, cluster barrier, flag handoff), about 10 s.
 # Out: OUT/sw.tgz, written on exit (also when a time limit ends the run).
 #   bash experiments/h200/split_warps_ab.sh BUILD_DIR OUT
 set -uo pipefail
@@ -16,8 +14,6 @@ trap 'tar -czf "$out/sw.tgz" -C /tmp sw' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >"$dir/gpu.txt" 2>&1
 (cd "$build" && ctest --output-on-failure -R '^(test_kernels_attention|test_kernels_batch_invariance)$') 2>&1 |
   tee "$dir/ctest_kernels.log" | grep -E "tests passed|Failed|FAIL|\*\*\*"
-"$build/tests/bench_sync_latency_gpu" --benchmark_out="$dir/sync_latency.json" >"$dir/sync_latency.txt" 2>&1
-grep -E "median" "$dir/sync_latency.txt"
 for w in 4 8; do
   TRIFORCE_ATTN_SPLIT_WARPS=$w "$build/tests/bench_attention_decode_gpu" --benchmark_filter='BM_AttentionDecodeSmall' \
     --benchmark_repetitions=3 --benchmark_report_aggregates_only=true --benchmark_out="$dir/attn_small_w$w.json" \

@@ -55,6 +55,7 @@ BENCHMARK(BM_KernelBoundary)
     ->ArgsProduct({{256}, {1, 132}, {0, 1}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
+    ->Iterations(5)  // each probe averages thousands of syncs and builds its own streams: a fixed count
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
 
@@ -65,13 +66,14 @@ BENCHMARK(BM_ClusterBarrier)
     ->Arg(2)->Arg(4)->Arg(8)->Arg(16)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
+    ->Iterations(5)  // each probe averages thousands of syncs and builds its own streams: a fixed count
     ->Repetitions(5)
     ->ReportAggregatesOnly(true);
 
 void BM_FlagHandoff(benchmark::State& state) {
   time_probe(state, [] { return flag_handoff_us(10000); });
 }
-BENCHMARK(BM_FlagHandoff)->UseManualTime()->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_FlagHandoff)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(5)->Repetitions(5)->ReportAggregatesOnly(true);
 
 }  // namespace
 
