@@ -17,8 +17,8 @@ namespace tf::cuda::attn {
 // A split tile runs W warps, each taking 16 slots of every KV tile of 16 W
 // slots. W is fixed per process and head dim (attention_decode_split_warps),
 // never per call, so a row's result does not depend on the call: 4 warps, or
-// 8 for head dim 64, where a short split is bound by the length of each warp's
-// instruction chain, not by memory (results/h100/session-2026-12-07d).
+// at head dim 64 optionally 8, since a short split is bound by the length of
+// each warp's instruction chain, not by memory (results/h100/session-2026-12-07d).
 constexpr int kWarps = 4;             // the narrow tile (every head dim)
 constexpr int kWideWarps = 8;         // the wide tile (head dim 64 only: its stages fit as the narrow D = 128 ones)
 constexpr int kThreads = kWarps * 32;
@@ -58,7 +58,7 @@ template <int D, int MT, int W = kWarps> constexpr size_t split_smem_bytes() {
 
 // Barrier of the 32 W threads running a split tile (named, so a wider block's
 // other warps need not take part).
-template <int W = kWarps> __device__ __forceinline__ void split_sync(int bar_id) {
+template <int W> __device__ __forceinline__ void split_sync(int bar_id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(bar_id), "r"(kSplitThreads<W>) : "memory");
 }
 
