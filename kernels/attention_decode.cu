@@ -8,6 +8,7 @@
 #include "attention_decode_tile.cuh"
 #include "attention_mma.cuh"
 #include "common.cuh"
+#include "device_props.cuh"
 #include "device_release.cuh"
 #include "pdl.cuh"
 
@@ -65,12 +66,7 @@ __global__ void attention_combine_kernel(const float* __restrict__ o_part, const
 std::atomic<int64_t> direct_launches{0};
 
 int sm_count() {
-  static int n = [] {
-    int dev = 0, c = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
-    return c > 0 ? c : 1;
-  }();
+  static const int n = current_sm_count();  // asked once: the split choice runs per call
   return n;
 }
 

@@ -11,6 +11,7 @@
 #include "attention_decode.cuh"
 #include "attention_decode_tile.cuh"
 #include "common.cuh"
+#include "device_props.cuh"
 #include "core/env_knobs.h"
 #include "gemm_skinny.cuh"
 #include "gemm_skinny_tile.cuh"
@@ -590,13 +591,6 @@ constexpr size_t kStageBufferMax = 64 * 1024;
 
 int g_last_grid = 0;
 
-int sm_count() {
-  int dev = 0, c = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
-  return c > 0 ? c : 1;
-}
-
 // TRIFORCE_PERSISTENT_BLOCKS_PER_SM=k (default 1): more blocks give the GEMV
 // phases more loads in flight but make every barrier count more arrivals.
 int blocks_per_sm_wanted() {
@@ -651,7 +645,7 @@ void launch(const PersistentStepParams& p, cudaStream_t stream) {
       CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
       TF_CHECK(per_sm >= 1, "cuda::persistent_step: no block of " << kThreads << " threads and " << smem
                                                                   << " bytes of shared memory fits an SM");
-      it = grid_of.emplace(std::make_pair(dev, smem), std::min(per_sm, blocks_per_sm_wanted()) * sm_count()).first;
+      it = grid_of.emplace(std::make_pair(dev, smem), std::min(per_sm, blocks_per_sm_wanted()) * current_sm_count()).first;
     }
     grid = it->second;
   }
@@ -754,7 +748,7 @@ double persistent_barrier_us(int iters, int blocks_per_sm, bool generation) {
   CUDA_CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
   int per_sm = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, barrier_bench_kernel, kThreads, 0));
-  const int grid = std::min(per_sm, blocks_per_sm) * sm_count();
+  const int grid = std::min(per_sm, blocks_per_sm) * current_sm_count();
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(grid));
   cfg.blockDim = dim3(kThreads);
@@ -763,21 +757,14 @@ double persistent_barrier_us(int iters, int blocks_per_sm, bool generation) {
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, kind, 10));  // warm-up
   CUDA_CHECK(cudaMemset(bar, 0, 2 * sizeof(unsigned)));
-  CUDA_CHECK(cudaEventRecord(a));
+  EventTimer t;
+  t.start();
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, barrier_bench_kernel, bar, kind, iters));
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
+  const double us = t.stop_us();
   CUDA_CHECK(cudaFree(bar));
-  return double(ms) * 1e3 / double(iters > 0 ? iters : 1);
+  return us / double(iters > 0 ? iters : 1);
 }
 
 void persistent_step(const PersistentStepParams& p, cudaStream_t stream) {

@@ -5,6 +5,8 @@
 
 #include "common.cuh"
 #include "device_buffer.cuh"
+#include "device_props.cuh"
+#include "gemm_skinny_tile.cuh"
 
 namespace tf::cuda {
 namespace {
@@ -16,15 +18,6 @@ constexpr int kStageBytes = 32 * 1024;    // bytes a bulk copy moves
 constexpr int kRingBytes = kStages * kStageBytes;
 constexpr uint32_t kFillWord = 0x01010101u;  // the buffer is memset to 0x01
 constexpr int64_t kHbmBytes = int64_t(1) << 30;
-
-__device__ __forceinline__ uint4 ld_nc(const uint4* p) {
-  uint4 r;
-  // volatile: keeps the loads issued back to back (nvcc would sink each next to its use).
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
 
 // Wrapping sums, so the order of the additions does not matter.
 __device__ __forceinline__ void add_block_sum(uint32_t s, uint32_t* sums) {
@@ -42,7 +35,7 @@ __global__ void __launch_bounds__(kThreads) stream_registers_kernel(const uint4*
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) {
       const int64_t i = base + int64_t(u) * kThreads + threadIdx.x;
-      v[u] = i < vecs_per_block ? ld_nc(p + i) : make_uint4(0, 0, 0, 0);
+      v[u] = i < vecs_per_block ? skinny::ld_stream(p + i) : make_uint4(0, 0, 0, 0);  // the GEMM's weight load
     }
 #pragma unroll
     for (int u = 0; u < kLoadsInFlight; ++u) s += v[u].x + v[u].y + v[u].z + v[u].w;
@@ -119,25 +112,16 @@ __global__ void __launch_bounds__(kThreads) stream_bulk_kernel(const char* src, 
 #endif
 }
 
-int sm_count() {
-  int dev = 0, c = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
-  return c;
-}
-
 }  // namespace
 
 double stream_us(int blocks, int64_t bytes_per_block, StreamMode mode, bool from_l2) {
-  TF_CHECK(blocks >= 1 && blocks <= sm_count(), "stream_us: " << blocks << " blocks (one an SM, at most " << sm_count() << ")");
+  const int sms = current_sm_count();
+  TF_CHECK(blocks >= 1 && blocks <= sms, "stream_us: " << blocks << " blocks (one an SM, at most " << sms << ")");
   TF_CHECK(bytes_per_block > 0 && bytes_per_block % kStageBytes == 0,
            "stream_us: " << bytes_per_block << " bytes a block (a multiple of " << kStageBytes << ")");
   TF_CHECK(2 * int64_t(blocks) * bytes_per_block <= kHbmBytes,
            "stream_us: " << blocks << " x " << bytes_per_block << " bytes, twice, exceed the " << kHbmBytes << "-byte buffer");
-  int dev = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (mode == kBulkCopies && major < 9) return -1.0;
+  if (mode == kBulkCopies && current_cc_major() < 9) return -1.0;
   DeviceBuffer buf{size_t(kHbmBytes)}, sums{sizeof(uint32_t) * size_t(blocks)}, timeouts{sizeof(unsigned)};
   CUDA_CHECK(cudaMemset(buf.get(), 0x01, size_t(kHbmBytes)));
   CUDA_CHECK(cudaMemset(timeouts.get(), 0, sizeof(unsigned)));
@@ -161,17 +145,10 @@ double stream_us(int blocks, int64_t bytes_per_block, StreamMode mode, bool from
   launch(from_l2 ? base : base + (kHbmBytes - region) / 16 * 16);
   CUDA_CHECK(cudaMemset(sums.get(), 0, sums.bytes()));
   CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  CUDA_CHECK(cudaEventRecord(a));
+  EventTimer t;
+  t.start();
   launch(base);
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
+  const double us = t.stop_us();
   std::vector<uint32_t> got(static_cast<size_t>(blocks));
   sums.download(got.data(), got.size() * sizeof(uint32_t));
   unsigned stalls = 0;
@@ -181,7 +158,7 @@ double stream_us(int blocks, int64_t bytes_per_block, StreamMode mode, bool from
   for (int i = 0; i < blocks; ++i)
     TF_CHECK(got[size_t(i)] == want, "stream_us: block " << i << " summed " << got[size_t(i)] << ", expected " << want
                                                          << ": it did not read every byte once");
-  return double(ms) * 1e3;
+  return us;
 }
 
 }  // namespace tf::cuda

@@ -6,6 +6,7 @@
 
 #include "common.cuh"
 #include "device_buffer.cuh"
+#include "device_props.cuh"
 #include "pdl.cuh"
 
 namespace tf::cuda {
@@ -104,34 +105,10 @@ __global__ void handoff_kernel(unsigned* flags, int iters, unsigned* bad) {
   }
 }
 
-struct Events {
-  cudaEvent_t a = nullptr, b = nullptr;
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  double us() const {
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    return double(ms) * 1e3;
-  }
-};
-
 unsigned read_word(const unsigned* d) {
   unsigned h = 0;
   CUDA_CHECK(cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost));
   return h;
-}
-
-int device_major() {
-  int dev = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major;
 }
 
 }  // namespace
@@ -157,12 +134,13 @@ double kernel_boundary_us(int kernels, int blocks, bool pdl, bool graph) {
     else launch_chain(c, kernels, blocks, pdl, s);
   };
   run();  // warm-up (module load, graph upload)
-  Events ev;
-  CUDA_CHECK(cudaEventRecord(ev.a, s));
-  run();
-  CUDA_CHECK(cudaEventRecord(ev.b, s));
-  CUDA_CHECK(cudaEventSynchronize(ev.b));
-  const double us = ev.us() / kernels;
+  double us = 0;
+  {
+    EventTimer t;
+    t.start(s);
+    run();
+    us = t.stop_us(s) / kernels;
+  }
   const unsigned got = read_word(c);
   if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaStreamDestroy(s));
@@ -173,7 +151,7 @@ double kernel_boundary_us(int kernels, int blocks, bool pdl, bool graph) {
 
 double cluster_barrier_us(int cluster, int iters) {
   TF_CHECK(cluster >= 2 && cluster <= 16 && iters >= 1, "cluster_barrier_us: cluster " << cluster);
-  if (device_major() < 9) return -1.0;
+  if (current_cc_major() < 9) return -1.0;
   if (cluster > 8 &&
       cudaFuncSetAttribute(cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
     cudaGetLastError();
@@ -197,14 +175,13 @@ double cluster_barrier_us(int cluster, int iters) {
   DeviceBuffer bad(sizeof(unsigned));
   CUDA_CHECK(cudaMemset(bad.get(), 0, sizeof(unsigned)));
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, cluster_kernel, 16, bad.as<unsigned>()));  // warm-up
-  Events ev;
-  CUDA_CHECK(cudaEventRecord(ev.a));
+  EventTimer t;
+  t.start();
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, cluster_kernel, iters, bad.as<unsigned>()));
-  CUDA_CHECK(cudaEventRecord(ev.b));
-  CUDA_CHECK(cudaEventSynchronize(ev.b));
+  const double us = t.stop_us();
   const unsigned errors = read_word(bad.as<unsigned>());
   TF_CHECK(errors == 0, "cluster_barrier_us: " << errors << " words handed through shared memory were wrong");
-  return ev.us() / iters;
+  return us / iters;
 }
 
 double flag_handoff_us(int iters) {
@@ -230,15 +207,14 @@ double flag_handoff_us(int iters) {
   };
   CUDA_CHECK(cudaMemset(bad.get(), 0, sizeof(unsigned)));
   once(16);  // warm-up
-  Events ev;
   CUDA_CHECK(cudaMemset(flags.get(), 0, 64 * sizeof(unsigned)));
-  CUDA_CHECK(cudaEventRecord(ev.a));
+  EventTimer t;
+  t.start();
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, handoff_kernel, flags.as<unsigned>(), iters, bad.as<unsigned>()));
-  CUDA_CHECK(cudaEventRecord(ev.b));
-  CUDA_CHECK(cudaEventSynchronize(ev.b));
+  const double us = t.stop_us();
   const unsigned errors = read_word(bad.as<unsigned>());
   TF_CHECK(errors == 0, "flag_handoff_us: a handoff timed out (" << errors << ")");
-  return ev.us() / (2.0 * iters);
+  return us / (2.0 * iters);
 }
 
 }  // namespace tf::cuda
