@@ -56,11 +56,13 @@ __global__ void rmsnorm_kernel(T* __restrict__ residual, const T* __restrict__ x
 template <class T>
 __global__ void rmsnorm_vec8_kernel(T* __restrict__ residual, const T* __restrict__ x, const T* __restrict__ w,
                                     T* __restrict__ out, int64_t d, float eps, bool rounded_sum) {
+  uint4 wraw[kRmsMaxVecs];
+  rms_load_row_weights(w, d, int(threadIdx.x), int(blockDim.x), wraw);  // a weight: no kernel of a step writes it
   pdl_wait();  // kernels/pdl.cuh: nothing above reads activations or writes
   pdl_trigger();
   const int64_t row = blockIdx.x;
   T* rr = residual ? residual + row * d : nullptr;
-  rmsnorm_vec8_row<T, LoadPlain>(rr, rr, x + row * d, w, out + row * d, d, eps, rounded_sum, int(threadIdx.x),
+  rmsnorm_vec8_row<T, LoadPlain>(rr, rr, x + row * d, wraw, out + row * d, d, eps, rounded_sum, int(threadIdx.x),
                                  int(blockDim.x));
 }
 

@@ -68,6 +68,16 @@ __device__ __forceinline__ float rms_ss8(const float (&v)[8], float ss) {
 }
 __device__ __forceinline__ float rms_scale(float ss, int64_t d, float eps) { return rsqrtf(ss / float(d) + eps); }
 template <class T>
+__device__ __forceinline__ void rms_store_vec_raw(const uint4& wraw, T* out, int64_t j, const float (&v)[8],
+                                                  float r) {
+  const T* we = reinterpret_cast<const T*>(&wraw);
+  uint4 packed;
+  T* pe = reinterpret_cast<T*>(&packed);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) pe[i] = from_f32<T>(to_f32(we[i]) * (v[i] * r));
+  *reinterpret_cast<uint4*>(out + 8 * j) = packed;
+}
+template <class T>
 __device__ __forceinline__ void rms_store_vec(const T* w, T* out, int64_t j, const float (&v)[8], float r) {
   float w8[8];
   load8_f32(w + 8 * j, w8);
@@ -78,13 +88,30 @@ __device__ __forceinline__ void rms_store_vec(const T* w, T* out, int64_t j, con
   *reinterpret_cast<uint4*>(out + 8 * j) = packed;
 }
 
+// Thread tid's weight vectors of a row (those rmsnorm_vec8_row multiplies by),
+// loaded on their own so that the standalone kernel can issue them before its
+// PDL wait: no kernel of a step writes a weight, and the load's latency then
+// overlaps the previous kernel's tail instead of following the block reduction.
+template <class T>
+__device__ __forceinline__ void rms_load_row_weights(const T* w, int64_t d, int tid, int nthreads,
+                                                     uint4 (&wraw)[kRmsMaxVecs]) {
+  const int64_t nvec = d / 8;
+#pragma unroll
+  for (int k = 0; k < kRmsMaxVecs; ++k) {
+    const int64_t j = tid + int64_t(k) * nthreads;
+    wraw[k] = tid < nthreads && j < nvec ? *reinterpret_cast<const uint4*>(w + 8 * j) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // One row on one block. r_out (if any) = round(x + r_in); out = w * s /
 // sqrt(mean(s^2) + eps) where s is x (r_in null), the fp32 sum, or the stored
-// sum (rounded_sum). Every thread of the block calls it (block_sum syncs the
-// block); out may be shared memory.
+// sum (rounded_sum); w's vectors as rms_load_row_weights loaded them. Every
+// thread of the block calls it (block_sum syncs the block); out may be shared
+// memory.
 template <class T, class LD>
-__device__ __forceinline__ void rmsnorm_vec8_row(const T* r_in, T* r_out, const T* x, const T* w, T* out,
-                                                 int64_t d, float eps, bool rounded_sum, int tid, int nthreads) {
+__device__ __forceinline__ void rmsnorm_vec8_row(const T* r_in, T* r_out, const T* x,
+                                                 const uint4 (&wraw)[kRmsMaxVecs], T* out, int64_t d, float eps,
+                                                 bool rounded_sum, int tid, int nthreads) {
   const int64_t nvec = d / 8;
   float v[kRmsMaxVecs][8];
   float ss = 0.0f;
@@ -101,7 +128,7 @@ __device__ __forceinline__ void rmsnorm_vec8_row(const T* r_in, T* r_out, const 
   for (int k = 0; k < kRmsMaxVecs; ++k) {
     const int64_t j = tid + int64_t(k) * nthreads;
     if (tid >= nthreads || j >= nvec) continue;
-    rms_store_vec(w, out, j, v[k], r);
+    rms_store_vec_raw(wraw[k], out, j, v[k], r);
   }
 }
 
