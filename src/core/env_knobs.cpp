@@ -41,6 +41,7 @@ const std::vector<EnvKnob> kKnobs = {
     {"TRIFORCE_FUSED_GATE_UP_SILU", "0 or 1", switch01, "model/step_fusions.cpp"},
     {"TRIFORCE_FUSED_QKV_ROPE", "0 or 1", switch01, "model/step_fusions.cpp"},
     {"TRIFORCE_DIRECT_SINGLE_SPLIT", "0 or 1", switch01, "model/step_fusions.cpp"},
+    {"TRIFORCE_INPUTS_KERNEL", "0 or 1", switch01, "model/step_fusions.cpp"},
     {"TRIFORCE_PREFILL_STACKED", "0 or 1", switch01, "model/prefill_options.cpp"},
     {"TRIFORCE_DEVICE_SAMPLING", "0 or 1", switch01, "model/llama.cpp"},
     {"TRIFORCE_DEVICE_ARGMAX", "0 or 1", switch01, "model/llama.cpp"},

@@ -557,31 +557,43 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     ap.workspace_bytes = attn_ws_.bytes();
   }
 
+  // A small model's whole step as one launch (model/persistent_step.cpp), bit-identical to the per-op step.
+  const bool persistent = cuda && persistent_applies(n, cache);
+  // Programmatic dependent launch between the step's kernels (StepFusions::pdl),
+  // from the inputs kernel (StepFusions::inputs_kernel; else the embedding,
+  // after the input copies) to the lm_head; never for prefill-sized chunks,
+  // the query capture (a copy per layer), an offloaded cache (copies between
+  // the layers) or the persistent step.
+  const ops::StepLaunchOverlap overlap(cuda && fusions_.pdl && n <= kGraphMaxTokens && !capture_q_ &&
+                                       !cache.offloaded() && !persistent);
   Tensor dcs, dsn, rows, qslots;
   if (cuda) {
-    // Copies that do not wait, from the pinned staging: inside a graph they are
-    // nodes reading it at replay; eagerly the next stage_chunk waits for them
-    // (staging_free_) before it writes the staging again.
+    // From the pinned staging, without waiting: inside a graph the copy nodes
+    // (or the inputs kernel) read it at replay; eagerly the next stage_chunk
+    // waits for them (staging_free_) before it writes the staging again. A
+    // chained step's token is the previous step's argmax, over the staged
+    // placeholder.
     const bool ring = chain_step_ >= 1;
     const int32_t* ints_src = ring ? chain_ints_host_.ptr<int32_t>() + chain_step_ * 3 : ints_host_.ptr<int32_t>();
     const float* rows_src = ring ? chain_cossin_.ptr<float>() + chain_step_ * 2 * half : cossin_.ptr<float>();
-    copy_bytes_async(ints_.data, device_, ints_src, Device::CPU, size_t(3 * n) * sizeof(int32_t));
-    copy_bytes_async(dcossin_.data, device_, rows_src, Device::CPU, size_t(2 * n * half) * sizeof(float));
-    if (ring)  // the token: the previous chained step's argmax, over the staged placeholder
-      copy_bytes_async(ints_.data, device_, dids_.ptr<int32_t>() + (chain_step_ - 1), device_, sizeof(int32_t));
+    const int32_t* token = ring ? dids_.ptr<int32_t>() + (chain_step_ - 1) : nullptr;
+    if (fusions_.inputs_kernel) {
+      ops::StepInputs in;
+      in.ints_host = ints_src, in.ints = ints_.data, in.n_ints = 3 * n;
+      in.rows_host = rows_src, in.rows = dcossin_.data, in.n_rows = 2 * n * half;
+      in.token = token;
+      ops::stage_step_inputs(in);
+    } else {
+      copy_bytes_async(ints_.data, device_, ints_src, Device::CPU, size_t(3 * n) * sizeof(int32_t));
+      copy_bytes_async(dcossin_.data, device_, rows_src, Device::CPU, size_t(2 * n * half) * sizeof(float));
+      if (token) copy_bytes_async(ints_.data, device_, token, device_, sizeof(int32_t));
+    }
     if (!g) staging_free_.record();
     dcs = rows_at(dcossin_, 0, half), dsn = rows_at(dcossin_, n * half, half);
     rows = slice_rows(rows_, 0, n), qslots = slice_rows(ints_, 2 * n, 3 * n);
   }
   cache.offload_begin(slot);  // [KV offload hook] first offloaded layer's H2D (no-op on a device cache)
-  // A small model's whole step as one launch (model/persistent_step.cpp), bit-identical to what follows.
-  if (cuda && persistent_applies(n, cache)) return run_persistent(n, cache, out_from, out, g);
-  // Programmatic dependent launch between the step's kernels (StepFusions::pdl),
-  // from the embedding (after the input copies above) to the lm_head; never
-  // for prefill-sized chunks, the query capture (a copy per layer) or an
-  // offloaded cache (copies between the layers).
-  const ops::StepLaunchOverlap overlap(cuda && fusions_.pdl && n <= kGraphMaxTokens && !capture_q_ &&
-                                       !cache.offloaded());
+  if (persistent) return run_persistent(n, cache, out_from, out, g);
 
   // Step fusions (model/step_fusions.h), CUDA only; each is bit-identical to
   // the ops it replaces. The stacked GEMMs serve every step of <= 32 tokens

@@ -21,6 +21,7 @@ const StepFusions& step_fusions_default() {
     d.fused_gate_up_silu = switch_from_env("TRIFORCE_FUSED_GATE_UP_SILU", d.fused_gate_up_silu);
     d.fused_qkv_rope = switch_from_env("TRIFORCE_FUSED_QKV_ROPE", d.fused_qkv_rope);
     d.direct_single_split = switch_from_env("TRIFORCE_DIRECT_SINGLE_SPLIT", d.direct_single_split);
+    d.inputs_kernel = switch_from_env("TRIFORCE_INPUTS_KERNEL", d.inputs_kernel);
     return d;
   }();
   return f;

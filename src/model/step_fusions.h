@@ -62,6 +62,11 @@
 //     waits for its predecessor before it reads an activation or writes
 //     anything (kernels/pdl.cuh), so the bits are those of the plain launches;
 //     the kernel after an NCCL collective or a copy launches normally.
+//   inputs_kernel (TRIFORCE_INPUTS_KERNEL, off by default until measured):
+//     a CUDA step's staged inputs (ids, positions, slots, the RoPE rows, a
+//     chained step's token) reach the device through one kernel reading the
+//     pinned staging (kernels/step_inputs.cuh) instead of two or three copy
+//     nodes, and that kernel opens the PDL chain the embedding continues.
 #pragma once
 #include "core/env_knobs.h"  // switch_from_env
 
@@ -79,6 +84,7 @@ struct StepFusions {
   bool fused_gate_up_silu = true;
   bool fused_qkv_rope = true;
   bool direct_single_split = true;
+  bool inputs_kernel = false;
 };
 
 // Every switch off: the per-op step the fusions are checked against (the
@@ -88,7 +94,7 @@ inline StepFusions step_fusions_none() {
   f.stacked_gemms = f.fused_rope_kv = f.fused_add_norm = false;
   f.persistent_step = f.pdl = f.fused_silu_down = f.fused_combine = false;
   f.fused_norm_gemm = f.fused_gate_up_silu = f.fused_qkv_rope = false;
-  f.direct_single_split = false;
+  f.direct_single_split = f.inputs_kernel = false;
   return f;
 }
 

@@ -281,6 +281,22 @@ class StepLaunchOverlap {
   StepLaunchOverlap& operator=(const StepLaunchOverlap&) = delete;
 };
 void step_launch_break();
+// A step's staged inputs, pinned host -> device, as one kernel instead of
+// copies (kernels/step_inputs.cuh says why): ints (n_ints i32) and rows
+// (n_rows f32) from the pinned buffers, ints[0] from the device `token` when
+// set. Opens the overlap chain like any step kernel. CUDA builds only.
+struct StepInputs {
+  const int32_t* ints_host = nullptr;
+  void* ints = nullptr;
+  int64_t n_ints = 0;
+  const float* rows_host = nullptr;
+  void* rows = nullptr;
+  int64_t n_rows = 0;
+  const int32_t* token = nullptr;
+};
+void stage_step_inputs(const StepInputs& in);
+// stage_step_inputs calls of the process, counted at launch, not at graph replay.
+int64_t step_inputs_launches();
 // Kernel launches of the process that carried the overlap attribute.
 int64_t step_overlapped_launches();
 // Decode attention calls of the process whose one split wrote the rows itself

@@ -17,6 +17,8 @@
 // KV cache after the sequence must match too (the fused RoPE writes it). The
 // norm-prologue GEMMs (fused_norm_gemm) alone, with PDL, and with everything
 // (then the epilogues run in the norm-prologue launches themselves).
+// The inputs kernel (inputs_kernel: the staged ids, slots and RoPE rows read
+// from pinned memory by a kernel, not copied) with PDL, and in both all-on runs.
 // The one-split attention that writes its own rows (direct_single_split) with
 // the process defaults, over caches below and across 512 slots (check_direct).
 // Shapes: synthetic SmolLM2-135M (bf16, head_dim 64, GQA 9/3), synthetic
@@ -89,11 +91,13 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
   // 3 with the fused SiLU-down, 4 with the fused combine, 5 with all three,
   // 6 with the gate/up SwiGLU epilogue, 7 with the q/k/v RoPE epilogue, 8 with
   // both and the three of 5, 9 with the norm-prologue GEMMs, 10 with those and
-  // PDL, 11 with every switch of 8 and the norm prologue
-  for (int extra : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+  // PDL, 11 with every switch of 8 and the norm prologue, 12 the inputs kernel
+  // with PDL (it opens the chain; 8 and 11 run it too)
+  for (int extra : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
   for (int bits = 0; bits < 8; ++bits)
     for (bool graphs : {false, true}) {
       const bool persistent = extra == 1, pdl = extra == 2 || extra == 5 || extra == 8 || extra >= 10;
+      const bool inputs_kernel = extra == 8 || extra >= 11;
       const bool silu_down = extra == 3 || extra == 5 || extra == 8 || extra == 11;
       const bool combine = extra == 4 || extra == 5 || extra == 8 || extra == 11;
       const bool gate_up_silu = extra == 6 || extra == 8 || extra == 11;
@@ -107,6 +111,7 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       f.fused_gate_up_silu = gate_up_silu;
       f.fused_qkv_rope = qkv_rope;
       f.fused_norm_gemm = norm_gemm;
+      f.inputs_kernel = inputs_kernel;
       if (bits == 0 && !graphs && extra == 0) continue;  // the reference itself
       if (extra != 0 && bits != 0 && bits != 7) continue;
       // Sanitizer shapes: every kernel variant under the tool, not every mix's bits (the full suite checks
@@ -117,7 +122,7 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
         if (graphs && !((extra == 0 && (bits == 0 || bits == 7)) || extra == 8 || extra == 11)) continue;
         if (extra != 0 && bits != 7) continue;
       }
-      const int64_t overlapped = ops::step_overlapped_launches();
+      const int64_t overlapped = ops::step_overlapped_launches(), inputs_launches = ops::step_inputs_launches();
       LlamaModel m(cfg, w, kMaxChunk);
       m.set_cuda_graphs(graphs);
       m.set_step_fusions(f);
@@ -128,7 +133,8 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
                                " pdl=" + std::to_string(pdl) + " silu_down=" + std::to_string(silu_down) +
                                " combine=" + std::to_string(combine) + " gate_up_silu=" +
                                std::to_string(gate_up_silu) + " qkv_rope=" + std::to_string(qkv_rope) +
-                               " norm_gemm=" + std::to_string(norm_gemm);
+                               " norm_gemm=" + std::to_string(norm_gemm) +
+                               " inputs_kernel=" + std::to_string(inputs_kernel);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape, want[i].shape) << what << " call " << i;
@@ -143,6 +149,11 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       if (persistent && !graphs && m.persistent_step_unsupported().empty())
         EXPECT_GT(m.persistent_steps(), 0) << what << ": the persistent step never ran";
       if (pdl) EXPECT_GT(ops::step_overlapped_launches(), overlapped) << what << ": no launch overlapped";
+      if (inputs_kernel) {
+        EXPECT_GT(ops::step_inputs_launches(), inputs_launches) << what << ": the inputs kernel never ran";
+      } else {
+        EXPECT_EQ(ops::step_inputs_launches(), inputs_launches) << what << ": the inputs kernel ran while off";
+      }
       // Every model here has steps the norm-prologue kernel takes (the 8B's n = 32 step is not one of
       // them: it runs the two launches, whose bits the comparison above checks all the same).
       if (norm_gemm) {

@@ -21,6 +21,7 @@
 #include "sampling.cuh"
 #include "softmax_top_p.cuh"
 #include "speculative_sampling.cuh"
+#include "step_inputs.cuh"
 #include "stream.cuh"
 #endif
 
@@ -561,12 +562,22 @@ namespace tf::ops {
 StepLaunchOverlap::StepLaunchOverlap(bool on) { cuda::pdl_begin(on); }
 StepLaunchOverlap::~StepLaunchOverlap() { cuda::pdl_end(); }
 void step_launch_break() { cuda::pdl_break(); }
+void stage_step_inputs(const StepInputs& in) {
+  cuda::StepInputsParams p;
+  p.ints_host = in.ints_host, p.ints = static_cast<int32_t*>(in.ints), p.n_ints = in.n_ints;
+  p.rows_host = in.rows_host, p.rows = static_cast<float*>(in.rows), p.n_rows = in.n_rows;
+  p.token = in.token;
+  cuda::step_inputs(p, cuda::compute_stream());
+}
+int64_t step_inputs_launches() { return cuda::step_inputs_launches(); }
 int64_t step_overlapped_launches() { return cuda::pdl_launches(); }
 int64_t attention_direct_launches() { return cuda::attention_decode_direct_launches(); }
 #else
 StepLaunchOverlap::StepLaunchOverlap(bool) {}
 StepLaunchOverlap::~StepLaunchOverlap() {}
 void step_launch_break() {}
+void stage_step_inputs(const StepInputs&) { TF_CHECK(false, "stage_step_inputs: built without CUDA"); }
+int64_t step_inputs_launches() { return 0; }
 int64_t step_overlapped_launches() { return 0; }
 int64_t attention_direct_launches() { return 0; }
 #endif

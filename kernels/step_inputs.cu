@@ -1,0 +1,70 @@
+#include "common.cuh"
+#include "pdl.cuh"
+#include "step_inputs.cuh"
+
+namespace tf::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+int64_t g_launches = 0;
+
+// One block. The staging is the host's: no kernel writes it, so by
+// kernels/pdl.cuh's rule it may be read before the wait; ld.global.cv
+// fetches it again at every launch rather than trusting a cached line.
+__global__ void __launch_bounds__(kThreads) step_inputs_kernel(StepInputsParams p) {
+  const int64_t total = p.n_ints + p.n_rows;
+  constexpr int kAhead = 4;  // elements a thread loads before the wait (n = 1: every element)
+  uint32_t ahead[kAhead];
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * kThreads;
+    ahead[k] = i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i))
+               : i < total  ? __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints)))
+                            : 0u;
+  }
+  pdl_wait();  // the previous step's argmax wrote *token; a queued kernel may still read the buffers
+  pdl_trigger();
+  auto put = [&](int64_t i, uint32_t v) {
+    if (i < p.n_ints) p.ints[i] = i == 0 && p.token ? *p.token : int32_t(v);
+    else p.rows[i - p.n_ints] = __uint_as_float(v);
+  };
+#pragma unroll
+  for (int k = 0; k < kAhead; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * kThreads;
+    if (i < total) put(i, ahead[k]);
+  }
+  for (int64_t i = threadIdx.x + int64_t(kAhead) * kThreads; i < total; i += kThreads)
+    put(i, i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i)) : __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints))));
+}
+
+// The device's address of a pinned host buffer (the same pointer under UVA).
+template <class T>
+const T* mapped(const T* host, const char* what) {
+  void* dev = nullptr;
+  const cudaError_t e = cudaHostGetDevicePointer(&dev, const_cast<T*>(host), 0);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    TF_CHECK(false, "cuda::step_inputs: " << what << " is not pinned, mapped host memory (" << cudaGetErrorString(e)
+                                          << ")");
+  }
+  return static_cast<const T*>(dev);
+}
+
+}  // namespace
+
+void step_inputs(const StepInputsParams& p, cudaStream_t stream) {
+  TF_CHECK(p.n_ints >= 0 && p.n_rows >= 0 && (p.n_ints == 0 || (p.ints_host && p.ints)) &&
+               (p.n_rows == 0 || (p.rows_host && p.rows)) && (!p.token || p.n_ints > 0),
+           "cuda::step_inputs: bad params (n_ints " << p.n_ints << ", n_rows " << p.n_rows << ")");
+  if (p.n_ints + p.n_rows == 0) return;
+  StepInputsParams q = p;
+  if (q.n_ints) q.ints_host = mapped(p.ints_host, "the staged ints");
+  if (q.n_rows) q.rows_host = mapped(p.rows_host, "the staged cos/sin rows");
+  launch_step(step_inputs_kernel, dim3(1), dim3(kThreads), 0, stream, q);
+  CUDA_CHECK_LAUNCH();
+  __atomic_add_fetch(&g_launches, 1, __ATOMIC_RELAXED);
+}
+
+int64_t step_inputs_launches() { return __atomic_load_n(&g_launches, __ATOMIC_RELAXED); }
+
+}  // namespace tf::cuda
