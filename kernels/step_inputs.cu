@@ -37,17 +37,27 @@ __global__ void __launch_bounds__(kThreads) step_inputs_kernel(StepInputsParams 
     put(i, i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i)) : __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints))));
 }
 
-// The device's address of a pinned host buffer (the same pointer under UVA).
+// A pinned host buffer as the kernel addresses it: under unified addressing
+// the host pointer itself (cudaMallocHost memory needs no
+// cudaHostGetDevicePointer there). Memory that is not pinned is refused.
 template <class T>
 const T* mapped(const T* host, const char* what) {
-  void* dev = nullptr;
-  const cudaError_t e = cudaHostGetDevicePointer(&dev, const_cast<T*>(host), 0);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    TF_CHECK(false, "cuda::step_inputs: " << what << " is not pinned, mapped host memory (" << cudaGetErrorString(e)
-                                          << ")");
-  }
-  return static_cast<const T*>(dev);
+  static const bool uva = [] {
+    int dev = 0, on = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&on, cudaDevAttrUnifiedAddressing, dev) == cudaSuccess && on == 1;
+  }();
+  TF_CHECK(uva, "cuda::step_inputs: the device has no unified addressing, so it cannot read " << what);
+  cudaPointerAttributes a{};
+  // A query, not stream work: relaxed, so that a step graph's capture on this thread allows it.
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t e = cudaPointerGetAttributes(&a, host);
+  CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  if (e != cudaSuccess) cudaGetLastError();
+  TF_CHECK(e == cudaSuccess && a.type == cudaMemoryTypeHost,
+           "cuda::step_inputs: " << what << " is not pinned host memory");
+  return host;
 }
 
 }  // namespace
