@@ -69,10 +69,11 @@ struct AttentionDecodeParams {
 // 128; at 64, TRIFORCE_ATTN_SPLIT_WARPS (4 or 8) or, unset or auto, the
 // default below. Each warp takes 16 slots of every KV tile, so 8 warps halve
 // the tile iterations of a 512-slot split (a short split is bound by that
-// chain of dependent instructions, not by memory). The default stays 4, the
-// bits every earlier result has, until experiments/h200/split_warps_ab.sh has
-// measured 8 on a GPU (not yet run: no GPU was lent when it was written).
-inline constexpr int kDefaultSplitWarpsD64 = 4;
+// chain of dependent instructions, not by memory). The default is 8: on an
+// H100 the small models' steps, verifications and chained draft steps took
+// 1-6% less time with 8 than with 4, and none more beyond noise
+// (results/h100/session-2026-12-08). 4 rounds differently from 8.
+inline constexpr int kDefaultSplitWarpsD64 = 8;
 int attention_decode_split_warps(int64_t head_dim);
 
 // Step launches (kernels/pdl.cuh): the split and combine kernels wait for the

@@ -3,7 +3,8 @@
 # small models' steps), after experiments/h200/build.sh. First the tests that pin the bits: the kernel tests set
 # both widths themselves. Then, per width, BM_AttentionDecodeSmall (one layer's attention at the models' shapes)
 # and the steps that run it (default launches, graphs on), medians of 3. Last, the model-level tests (batch
-# invariance, persistent step against the per-op step, step fusions, graphs, greedy chain, engine) with 8 warps.
+# invariance, persistent step against the per-op step, step fusions, graphs, greedy chain, engine) with 4 warps
+# (the default is 8).
 # Out: OUT/sw.tgz, written on exit (also when a time limit ends the run).
 #   bash experiments/h200/split_warps_ab.sh BUILD_DIR OUT
 set -uo pipefail
@@ -25,7 +26,7 @@ for w in 4 8; do
   grep -E "median" "$dir/steps_w$w.txt" | sed "s/^/w$w: /"
 done
 grep -E "median" "$dir/attn_small.txt" | head -40
-# The model-level tests under the wide tile (their *_split_w8 ctests, tests/CMakeLists.txt); under the default
+# The model-level tests under the narrow tile (their *_split_w4 ctests, tests/CMakeLists.txt); under the default
 # they are the plain tests of the GPU suite.
-(cd "$build" && ctest --output-on-failure -j2 --timeout 300 -R '_split_w8$') 2>&1 |
-  tee "$dir/ctest_model_w8.log" | grep -E "tests passed|Failed|FAIL|\*\*\*"
+(cd "$build" && ctest --output-on-failure -j2 --timeout 300 -R '_split_w4$') 2>&1 |
+  tee "$dir/ctest_model_w4.log" | grep -E "tests passed|Failed|FAIL|\*\*\*"

@@ -21,7 +21,7 @@ steps() {  # NAME [ENV...]
     --benchmark_report_aggregates_only=true --benchmark_out="$dir/steps_$name.json" >"$dir/steps_$name.txt" 2>&1
   grep -E "median|rror" "$dir/steps_$name.txt" | sed "s/^/$name: /"
 }
-(cd "$build" && ctest --output-on-failure -j2 --timeout 300 -R '^(test_kernels_step_inputs|test_model_step_fusions|.*_inputs_kernel)$') 2>&1 |
+(cd "$build" && ctest --output-on-failure -j2 --timeout 300 -R '^(test_kernels_step_inputs|test_model_step_fusions|.*_inputs_copies)$') 2>&1 |
   tee "$dir/ctest_inputs.log" | grep -E "tests passed|Failed|FAIL|\*\*\*"
 for round in 1 2; do
   steps "inputs0_r$round" TRIFORCE_INPUTS_KERNEL=0

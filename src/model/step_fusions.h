@@ -62,7 +62,9 @@
 //     waits for its predecessor before it reads an activation or writes
 //     anything (kernels/pdl.cuh), so the bits are those of the plain launches;
 //     the kernel after an NCCL collective or a copy launches normally.
-//   inputs_kernel (TRIFORCE_INPUTS_KERNEL, off by default until measured):
+//   inputs_kernel (TRIFORCE_INPUTS_KERNEL, on by default: with the 8-warp
+//     attention split, chained 68M draft steps 4% faster on an H100, the
+//     other small steps 0-3%, results/h100/session-2026-12-08):
 //     a CUDA step's staged inputs (ids, positions, slots, the RoPE rows, a
 //     chained step's token) reach the device through one kernel reading the
 //     pinned staging (kernels/step_inputs.cuh) instead of two or three copy
@@ -84,7 +86,7 @@ struct StepFusions {
   bool fused_gate_up_silu = true;
   bool fused_qkv_rope = true;
   bool direct_single_split = true;
-  bool inputs_kernel = false;
+  bool inputs_kernel = true;
 };
 
 // Every switch off: the per-op step the fusions are checked against (the
