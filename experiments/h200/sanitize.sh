@@ -190,7 +190,8 @@ fi
 # a time on one H100, results/h100/session-2026-12-07d/sanitize-run5) replaced the estimates it measured, the
 # larger of memcheck's and synccheck's; for the jobs it cut at 300 s (test_model_step_fusions and
 # test_persistent_step, whose sanitizer grids have shrunk about 3x and 6x since) and those the budget cut, a
-# guess above the time they had run.
+# guess above the time they had run. The batch of results/h100/session-2026-12-08 (6 jobs at a time) set
+# test_kv_offload (183 s) and test_model_step_fusions (synccheck 195 s); test_kernels_step_inputs is a guess.
 # Filters leave out what is heavy by nature: the 65537-token contexts and the 8B synthetic model. A GPU test
 # binary built but missing here still runs (estimate 30 s, with a note), so the list cannot fall behind.
 # An optional fourth field is racecheck's filter (and estimate) where racecheck cannot finish the whole binary
@@ -205,8 +206,8 @@ gtests=(
   "test_cuda_graphs - 80"
   "test_engine_gpu - 70"
   "test_model_batch_invariance - 130"
-  "test_kv_offload - 200"
-  "test_model_step_fusions -*8B* 150"
+  "test_kv_offload - 185"
+  "test_model_step_fusions -*8B* 200"
   "test_persistent_step - 120 -PersistentStep.BitIdenticalSyntheticSmolLM2:PersistentStep.GreedySpeculationEqualsAr:20"
   "test_cuda_graphs_tp - 100"
   "test_streaming_absorb_gpu - 30"
@@ -231,6 +232,7 @@ gtests=(
   "test_kernels_step_fusions - 49"
   "test_kernels_rope_prefill - 3"
   "test_kernels_sampling - 1"
+  "test_kernels_step_inputs - 2"
   "test_gpu_device - 1"
 )
 for f in "$src"/tests/gpu/test_*.cpp; do
