@@ -6,35 +6,33 @@ namespace tf::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kPerThread = 4;  // elements a thread moves, all loaded before the wait
 int64_t g_launches = 0;
 
-// One block. The staging is the host's: no kernel writes it, so by
-// kernels/pdl.cuh's rule it may be read before the wait; ld.global.cv
-// fetches it again at every launch rather than trusting a cached line.
+// Block b moves elements [b, b + 1) x kThreads x kPerThread (ints first, then
+// rows). Every load is issued before the PDL wait, so a block pays one round
+// trip over the bus, however many elements it moves. The staging is the
+// host's: no kernel writes it, so by kernels/pdl.cuh's rule it may be read
+// before the wait; ld.global.cv fetches it again at every launch rather than
+// trusting a cached line.
 __global__ void __launch_bounds__(kThreads) step_inputs_kernel(StepInputsParams p) {
-  const int64_t total = p.n_ints + p.n_rows;
-  constexpr int kAhead = 4;  // elements a thread loads before the wait (n = 1: every element)
-  uint32_t ahead[kAhead];
+  const int64_t total = p.n_ints + p.n_rows, base = int64_t(blockIdx.x) * kThreads * kPerThread + threadIdx.x;
+  uint32_t v[kPerThread];
 #pragma unroll
-  for (int k = 0; k < kAhead; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * kThreads;
-    ahead[k] = i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i))
-               : i < total  ? __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints)))
-                            : 0u;
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = base + int64_t(k) * kThreads;
+    v[k] = i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i))
+           : i < total  ? __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints)))
+                        : 0u;
   }
   pdl_wait();  // the previous step's argmax wrote *token; a queued kernel may still read the buffers
   pdl_trigger();
-  auto put = [&](int64_t i, uint32_t v) {
-    if (i < p.n_ints) p.ints[i] = i == 0 && p.token ? *p.token : int32_t(v);
-    else p.rows[i - p.n_ints] = __uint_as_float(v);
-  };
 #pragma unroll
-  for (int k = 0; k < kAhead; ++k) {
-    const int64_t i = threadIdx.x + int64_t(k) * kThreads;
-    if (i < total) put(i, ahead[k]);
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = base + int64_t(k) * kThreads;
+    if (i < p.n_ints) p.ints[i] = i == 0 && p.token ? *p.token : int32_t(v[k]);
+    else if (i < total) p.rows[i - p.n_ints] = __uint_as_float(v[k]);
   }
-  for (int64_t i = threadIdx.x + int64_t(kAhead) * kThreads; i < total; i += kThreads)
-    put(i, i < p.n_ints ? uint32_t(__ldcv(p.ints_host + i)) : __float_as_uint(__ldcv(p.rows_host + (i - p.n_ints))));
 }
 
 // A pinned host buffer as the kernel addresses it: under unified addressing
@@ -70,7 +68,9 @@ void step_inputs(const StepInputsParams& p, cudaStream_t stream) {
   StepInputsParams q = p;
   if (q.n_ints) q.ints_host = mapped(p.ints_host, "the staged ints");
   if (q.n_rows) q.rows_host = mapped(p.rows_host, "the staged cos/sin rows");
-  launch_step(step_inputs_kernel, dim3(1), dim3(kThreads), 0, stream, q);
+  const int64_t per_block = int64_t(kThreads) * kPerThread;
+  launch_step(step_inputs_kernel, dim3(unsigned((p.n_ints + p.n_rows + per_block - 1) / per_block)), dim3(kThreads), 0,
+              stream, q);
   CUDA_CHECK_LAUNCH();
   __atomic_add_fetch(&g_launches, 1, __ATOMIC_RELAXED);
 }

@@ -6,7 +6,9 @@
 // dependency edges (results/h100/session-2026-12-07c: 3 of a 68M draft step's
 // 22 nodes). The kernel reads the staging through its mapped address
 // (cudaMallocHost memory is mapped on a UVA system) at launch or replay, like
-// the copy nodes did, and opens the step's PDL chain.
+// the copy nodes did, and opens the step's PDL chain. For steps of at most 32
+// tokens (a few thousand elements, one bus round trip a block); a prefill
+// chunk's megabytes of rows go by the copy engine.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -577,7 +577,7 @@ void LlamaModel::run_chunk(int64_t n, int64_t slot, FullKVCache& cache, int64_t 
     const int32_t* ints_src = ring ? chain_ints_host_.ptr<int32_t>() + chain_step_ * 3 : ints_host_.ptr<int32_t>();
     const float* rows_src = ring ? chain_cossin_.ptr<float>() + chain_step_ * 2 * half : cossin_.ptr<float>();
     const int32_t* token = ring ? dids_.ptr<int32_t>() + (chain_step_ - 1) : nullptr;
-    if (fusions_.inputs_kernel) {
+    if (fusions_.inputs_kernel && n <= kGraphMaxTokens) {  // a prefill chunk's megabytes of rows: the copy engine
       ops::StepInputs in;
       in.ints_host = ints_src, in.ints = ints_.data, in.n_ints = 3 * n;
       in.rows_host = rows_src, in.rows = dcossin_.data, in.n_rows = 2 * n * half;

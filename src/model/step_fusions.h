@@ -66,7 +66,8 @@
 //     attention split, chained 68M draft steps 4% faster on an H100, the
 //     other small steps 0-3%, results/h100/session-2026-12-08):
 //     a CUDA step's staged inputs (ids, positions, slots, the RoPE rows, a
-//     chained step's token) reach the device through one kernel reading the
+//     chained step's token; steps of <= 32 tokens, not prefill chunks) reach
+//     the device through one kernel reading the
 //     pinned staging (kernels/step_inputs.cuh) instead of two or three copy
 //     nodes, and that kernel opens the PDL chain the embedding continues.
 #pragma once

@@ -1,6 +1,6 @@
 // The step-inputs kernel (kernels/step_inputs.cuh; ctest label gpu): the bytes
 // it moves from pinned host staging are the staging's, over counts below, at
-// and past what a thread loads before its PDL wait (4 x 256 elements), with
+// and past what one block moves (4 x 256 elements), up to five blocks, with
 // and without a device token over element 0; outputs poisoned first, and the
 // element after the last one must stay poisoned. A replay from a graph reads
 // what the host wrote before that replay, not what it held at capture. Memory
