@@ -101,7 +101,7 @@ void check(const ModelConfig& cfg, const LlamaWeights& w, const std::string& nam
       const bool silu_down = extra == 3 || extra == 5 || extra == 8 || extra == 11;
       const bool combine = extra == 4 || extra == 5 || extra == 8 || extra == 11;
       const bool gate_up_silu = extra == 6 || extra == 8 || extra == 11;
-      const bool qkv_rope = extra == 7 || extra == 8 || extra == 11, norm_gemm = extra >= 9;
+      const bool qkv_rope = extra == 7 || extra == 8 || extra == 11, norm_gemm = extra >= 9 && extra <= 11;
       StepFusions f = step_fusions_none();
       f.stacked_gemms = bits & 1, f.fused_rope_kv = bits & 2, f.fused_add_norm = bits & 4;
       f.persistent_step = persistent;
